@@ -1,0 +1,308 @@
+"""The orchestrator: runs turns for many sessions concurrently on asyncio.
+
+A turn walks the graph from its initial state back to it. For each state the engine
+awaits the state's handler (under the state's timeout), validates the raw output
+against the state's contract, runs the ``on_output`` hook, then fires ``done``: the
+machine's guard refuses to fire for an unvalidated output and the graph's conditions
+pick the destination. A violation, a timeout, or a :class:`RetryableError` fires
+``retry`` (with the error handed back to the handler as ``turn.repair``) up to the
+state's retry policy, with backoff; then ``fail`` takes the declared route. Any other
+exception takes the route at once. When the turn budget runs out, ``abort`` takes the
+turn back to the initial state with a partial answer. A turn always ends there.
+
+>>> import asyncio
+>>> orchestrator = Orchestrator()
+>>> result = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
+>>> result.status, "342" in result.answer, result.path[0] == result.path[-1] == "IDLE"
+('completed', True, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from .brain import Brain
+from .errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
+from .events import (
+    ContractViolation,
+    HandlerFailed,
+    Retry,
+    RouteTaken,
+    StateOutput,
+    TimedOut,
+    TurnFinished,
+    TurnStarted,
+)
+from .graph import Graph, StateSpec, default_graph_path, load_graph
+from .machine import GraphMachine
+from .memory import InProcessMemory, Memory
+from .session import Session
+from .sources import Clock, IdFactory, SystemClock, UuidIds
+from .tools import ToolExecutor, ToolRegistry
+from .turn import Services, TurnContext, TurnResult
+
+__all__ = ["Orchestrator"]
+
+
+class Orchestrator:
+    """Runs turns of a graph for many sessions.
+
+    Args:
+        graph: a :class:`Graph`, a path to a graph file, or ``None`` for the bundled
+            seven-state turn.
+        brain: decides state outputs (default: the offline rules brain).
+        tools: the tool registry (default: the demo tools).
+        memory: long-term memory (default: in-process).
+        sinks: extra event sinks (each gets every event).
+        clock, ids: sources of time and ids (inject fixed ones for byte-stable events).
+        busy_policy: ``"refuse"`` (a turn on a busy session raises :class:`SessionBusy`)
+            or ``"queue"`` (it waits for the running turn).
+        history_window: messages kept per session.
+        random: source of jitter for retry backoff.
+    """
+
+    def __init__(
+        self,
+        graph: Graph | str | Path | None = None,
+        *,
+        brain: Brain | None = None,
+        tools: ToolRegistry | None = None,
+        memory: Memory | None = None,
+        sinks: Iterable[Any] = (),
+        clock: Clock | None = None,
+        ids: IdFactory | None = None,
+        busy_policy: Literal["refuse", "queue"] = "refuse",
+        history_window: int = 20,
+        random: Any = None,
+    ) -> None:
+        if graph is None:
+            graph = default_graph_path()
+        if not isinstance(graph, Graph):
+            graph = load_graph(graph)
+        if busy_policy not in ("refuse", "queue"):
+            raise UsageError(f"busy_policy must be 'refuse' or 'queue', not {busy_policy!r}")
+        if brain is None:
+            from .rules_brain import RulesBrain
+
+            brain = RulesBrain()
+        if tools is None:
+            from .demo_tools import build_demo_registry
+
+            tools = build_demo_registry()
+        self.graph = graph
+        self.machine = GraphMachine(graph)
+        self.services = Services(
+            brain=brain, tools=tools, executor=ToolExecutor(tools),
+            memory=memory if memory is not None else InProcessMemory(),
+            clock=clock or SystemClock(), sinks=tuple(sinks),
+        )
+        self.ids = ids or UuidIds()
+        self.busy_policy = busy_policy
+        self.history_window = history_window
+        self._random = random or _default_random
+        self._sessions: dict[str, Session] = {}
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def session(self, session_id: str | None = None, user_id: str = "anonymous") -> Session:
+        """The session ``session_id`` (created on first use); a new id when ``None``.
+
+        Raises:
+            SessionError: the session exists and belongs to another user.
+        """
+        if session_id is None:
+            session_id = self.ids.new("session")
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(session_id, user_id,
+                                                           self.graph.initial)
+        elif session.user_id != user_id:
+            from .errors import SessionError
+
+            raise SessionError(f"session {session_id!r} belongs to another user; "
+                               "use a session id of your own (or omit it to get a new one)")
+        return session
+
+    def sessions(self) -> Mapping[str, Session]:
+        """Every session of this orchestrator, by id."""
+        return self._sessions
+
+    # --- turns ------------------------------------------------------------------------
+
+    async def run_turn(self, session_id: str | None, text: str,
+                       user_id: str = "anonymous") -> TurnResult:
+        """Run one turn: ``text`` from ``user_id`` on ``session_id``, back to the initial state.
+
+        Raises:
+            UsageError: empty text.
+            SessionBusy: a turn is running on this session (``busy_policy='refuse'``).
+            SessionError: the session belongs to another user.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("the message text is empty; pass the user's message as text")
+        session = self.session(session_id, user_id)
+        if session.busy:
+            if self.busy_policy == "refuse":
+                raise SessionBusy(session.session_id)
+            async with session.lock:
+                return await self._turn(session, text, user_id)
+        if self.busy_policy == "queue":
+            async with session.lock:
+                return await self._turn(session, text, user_id)
+        return await self._turn(session, text, user_id)
+
+    async def _turn(self, session: Session, text: str, user_id: str) -> TurnResult:
+        session.busy = True
+        started = time.perf_counter()
+        turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+        graph = self.graph
+        status = "completed"
+        try:
+            turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
+            self.machine.fire("start", session, turn)
+            try:
+                async with asyncio.timeout(graph.budget_s):
+                    while session.state != graph.initial:
+                        await self._run_state(graph.states[session.state], session, turn)
+            except TimeoutError:
+                status = "partial"
+                turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
+                          limit_s=graph.budget_s)
+                stopped_in = session.state
+                self.machine.fire("abort", session, turn)
+                partial = turn.answer() or graph.partial_answer.format(state=stopped_in)
+                return self._finish(session, turn, status, partial, started)
+            if turn.routes:
+                status = "degraded"
+            return self._finish(session, turn, status, turn.answer() or "", started)
+        except BaseException:
+            if session.state != graph.initial:  # cancelled or an engine bug: never stay mid-turn
+                self.machine.fire("abort", session, turn)
+            raise
+        finally:
+            session.busy = False
+
+    def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,
+                started: float) -> TurnResult:
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        turn.emit(TurnFinished, status=status, answer=answer, duration_ms=duration_ms,
+                  path=turn.path)
+        session.remember("user", turn.text, self.history_window)
+        session.remember("assistant", answer, self.history_window)
+        return TurnResult(session.session_id, turn.turn_id, status, answer, turn.path,
+                          turn.events, duration_ms)
+
+    async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext) -> None:
+        turn.state = spec
+        policy = spec.retry
+        reason: Literal["violation", "timeout", "error"]
+        try:
+            raw = await self._call(spec.handler, spec.timeout_s, turn)
+            output = self._validate(spec, raw, turn)
+            if output is not _REFUSED:
+                turn.accept(output)
+                if spec.on_output is not None:
+                    await self._call(spec.on_output, spec.timeout_s, turn, output)
+                turn.emit(StateOutput, state=spec.name, attempt=turn.attempt,
+                          contract=spec.contract.ref() if spec.contract else None,
+                          output=_jsonable(output), raw=raw if isinstance(raw, str) else None)
+                if self.machine.fire("done", session, turn):
+                    return
+                raise HermesError(  # the loader guarantees an unconditional way out
+                    f"no transition out of {spec.name} accepted the output; check the graph")
+            reason = "violation"
+        except TimeoutError:
+            reason = "timeout"
+            turn.emit(TimedOut, scope="state", state=spec.name, attempt=turn.attempt,
+                      limit_s=spec.timeout_s or 0.0)
+            turn.repair = f"the previous attempt timed out after {spec.timeout_s}s"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            retryable = isinstance(exc, RetryableError)
+            turn.emit(HandlerFailed, state=spec.name, attempt=turn.attempt,
+                      error_type=type(exc).__name__, message=str(exc), retryable=retryable)
+            if not retryable:
+                why = "brain_error" if isinstance(exc, BrainError) else "handler_error"
+                self._route(spec, session, turn, why)
+                return
+            reason = "error"
+            turn.repair = f"the previous attempt failed: {exc}"
+        if turn.attempt < policy.max_attempts:
+            delay = policy.delay(turn.attempt, self._random)
+            turn.emit(Retry, state=spec.name, attempt=turn.attempt + 1, reason=reason,
+                      delay_s=delay)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            repair = turn.repair
+            self.machine.fire("retry", session, turn)
+            turn.repair = repair
+            return
+        self._route(spec, session, turn, f"{reason}: {policy.max_attempts} attempt(s) exhausted")
+
+    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext) -> Any:
+        contract = spec.contract
+        if contract is None:
+            return raw
+        try:
+            return contract.validate_output(raw, turn.validation_context())
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False)
+            turn.emit(ContractViolation, state=spec.name, attempt=turn.attempt,
+                      contract=contract.ref(), errors=_jsonable(errors), raw=_jsonable(raw))
+            turn.repair = _repair_message(contract.ref(), exc)
+            return _REFUSED
+
+    def _route(self, spec: StateSpec, session: Session, turn: TurnContext, reason: str) -> None:
+        turn.routes += 1
+        turn.emit(RouteTaken, state=spec.name, dest=spec.on_failure or self.graph.initial,
+                  reason=reason, attempts=turn.attempt)
+        self.machine.fire("fail", session, turn)
+
+    @staticmethod
+    async def _call(fn: Any, timeout_s: float | None, *args: Any) -> Any:
+        result = fn(*args)
+        if inspect.isawaitable(result):
+            if timeout_s is None:
+                return await result
+            async with asyncio.timeout(timeout_s):
+                return await result
+        return result
+
+
+_REFUSED = object()
+"""What _validate returns for an output that broke its contract."""
+
+
+def _default_random() -> float:
+    return random.random()
+
+
+def _jsonable(value: Any) -> Any:
+    """Best-effort conversion of raw outputs and pydantic error dicts to JSON-able data."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return repr(value)
+
+
+def _repair_message(ref: str, exc: ValidationError) -> str:
+    lines = [f"Your output was refused by contract {ref}:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"- {where}: {err['msg']}")
+    lines.append("Return output that satisfies the JSON Schema exactly; no extra fields.")
+    return "\n".join(lines)

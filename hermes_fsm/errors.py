@@ -1,0 +1,119 @@
+"""Every error hermes-fsm raises, in one tree.
+
+::
+
+    HermesError                      base: catch this to catch everything of ours
+    ├── ConfigError                  a config file or HERMES_* variable is wrong
+    ├── GraphError                   a graph file is malformed (file, line, what to change)
+    ├── ContractError                a contract is missing, malformed or drifted
+    │   └── ContractCheckFailed      `contracts check` found differences or unbumped changes
+    ├── HandlerError                 a state handler failed in a way the graph cannot route
+    │   └── RetryableError           raise from a handler to ask for a retry of the state
+    ├── ToolError                    a tool is unknown, refused, or broke its contract
+    ├── BrainError                   a brain could not produce an output
+    ├── SessionError                 a session is unknown or unusable
+    │   └── SessionBusy              a turn is already running on that session
+    └── UsageError                   an API or CLI argument is wrong
+
+Every message says what was wrong, where, and what to do next.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrainError",
+    "ConfigError",
+    "ContractCheckFailed",
+    "ContractError",
+    "GraphError",
+    "HandlerError",
+    "HermesError",
+    "RetryableError",
+    "SessionBusy",
+    "SessionError",
+    "ToolError",
+    "UsageError",
+]
+
+
+class HermesError(Exception):
+    """Base class of every hermes-fsm error."""
+
+
+class ConfigError(HermesError):
+    """A configuration file or ``HERMES_*`` environment variable is wrong."""
+
+
+class GraphError(HermesError):
+    """A graph file is malformed.
+
+    Attributes:
+        path: the graph file.
+        line: 1-based line of the offending node, when known.
+        problem: what is wrong and what to change.
+    """
+
+    def __init__(self, path: str, line: int | None, problem: str) -> None:
+        self.path = path
+        self.line = line
+        self.problem = problem
+        where = f"{path}:{line}" if line is not None else path
+        super().__init__(f"{where}: {problem}")
+
+
+class ContractError(HermesError):
+    """A contract is missing, malformed, or does not match what it should."""
+
+
+class ContractCheckFailed(ContractError):
+    """``contracts check`` found a schema that differs from its model or an unbumped change.
+
+    Attributes:
+        problems: one line per problem found.
+    """
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__(
+            f"{len(problems)} contract problem(s):\n"
+            + "\n".join(f"  - {p}" for p in problems)
+        )
+
+
+class HandlerError(HermesError):
+    """A state handler failed."""
+
+
+class RetryableError(HandlerError):
+    """Raise from a handler when the state should be attempted again (e.g. a flaky call).
+
+    The engine re-enters the state up to its retry policy, then takes the failure route.
+    """
+
+
+class ToolError(HermesError):
+    """A tool is unknown, refused, failed, or broke its contract."""
+
+
+class BrainError(HermesError):
+    """A brain could not produce an output for a state."""
+
+
+class SessionError(HermesError):
+    """A session is unknown or cannot be used."""
+
+
+class SessionBusy(SessionError):
+    """A turn is already running on this session; turns of one session never interleave."""
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is busy: a turn is already running on it. "
+            "Wait for that turn to finish, or create the Orchestrator with "
+            "busy_policy='queue' to queue turns instead of refusing them."
+        )
+
+
+class UsageError(HermesError):
+    """An argument to the API or the CLI is wrong."""

@@ -1,0 +1,230 @@
+"""Typed events: what every step of a turn leaves behind.
+
+All events are frozen pydantic models in one discriminated union, :data:`Event`, keyed
+by ``kind``. The same stream serves as log, recording, live stream and graph overlay.
+``seq`` numbers a session's events contiguously from 1; ``at`` comes from the
+orchestrator's injectable clock.
+
+>>> from datetime import UTC, datetime
+>>> ev = TurnStarted(session_id="s1", turn_id="t1", seq=1,
+...                  at=datetime(2026, 1, 1, tzinfo=UTC), user_id="u1", text="hi")
+>>> EVENT_ADAPTER.validate_json(ev.model_dump_json()) == ev
+True
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+__all__ = [
+    "EVENT_ADAPTER",
+    "BrainCall",
+    "ContractViolation",
+    "Event",
+    "HandlerFailed",
+    "MemoryWrite",
+    "Retry",
+    "RouteTaken",
+    "StateEntered",
+    "StateExited",
+    "StateOutput",
+    "TimedOut",
+    "TokenChunk",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "TurnFinished",
+    "TurnStarted",
+]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    turn_id: str
+    seq: int
+    at: datetime
+
+
+class TurnStarted(_Event):
+    """A turn began on a session with a user message."""
+
+    kind: Literal["turn_started"] = "turn_started"
+    user_id: str
+    text: str
+    graph: str = ""
+
+
+class StateEntered(_Event):
+    """The machine entered ``state`` from ``source`` by ``trigger`` (``attempt`` counts from 1)."""
+
+    kind: Literal["state_entered"] = "state_entered"
+    state: str
+    source: str
+    trigger: str
+    attempt: int = 1
+
+
+class StateExited(_Event):
+    """The machine left ``state`` by ``trigger`` towards ``dest`` after ``duration_ms`` in it."""
+
+    kind: Literal["state_exited"] = "state_exited"
+    state: str
+    trigger: str
+    dest: str
+    duration_ms: float
+
+
+class StateOutput(_Event):
+    """A state's output passed its contract. ``raw`` is what the handler/brain gave."""
+
+    kind: Literal["state_output"] = "state_output"
+    state: str
+    attempt: int
+    contract: str | None
+    output: Any
+    raw: Any = None
+
+
+class ContractViolation(_Event):
+    """A state's output broke its contract; ``errors`` are pydantic's error dicts."""
+
+    kind: Literal["contract_violation"] = "contract_violation"
+    state: str
+    attempt: int
+    contract: str
+    errors: list[dict[str, Any]]
+    raw: Any = None
+
+
+class TimedOut(_Event):
+    """A state attempt (``scope='state'``) or the whole turn (``scope='turn'``) ran out of time."""
+
+    kind: Literal["timed_out"] = "timed_out"
+    scope: Literal["state", "turn"]
+    state: str
+    attempt: int
+    limit_s: float
+
+
+class HandlerFailed(_Event):
+    """A handler raised. ``retryable`` says whether the engine will try again."""
+
+    kind: Literal["handler_failed"] = "handler_failed"
+    state: str
+    attempt: int
+    error_type: str
+    message: str
+    retryable: bool
+
+
+class Retry(_Event):
+    """The state will be attempted again after ``delay_s`` because of ``reason``."""
+
+    kind: Literal["retry"] = "retry"
+    state: str
+    attempt: int
+    reason: Literal["violation", "timeout", "error"]
+    delay_s: float
+
+
+class RouteTaken(_Event):
+    """Retries are exhausted (or the error was not retryable): the failure route was taken."""
+
+    kind: Literal["route_taken"] = "route_taken"
+    state: str
+    dest: str
+    reason: str
+    attempts: int
+
+
+class BrainCall(_Event):
+    """A brain was asked for a state's output (token usage when the brain reports it)."""
+
+    kind: Literal["brain_call"] = "brain_call"
+    state: str
+    attempt: int
+    brain: str
+    duration_ms: float
+    usage: dict[str, int] = Field(default_factory=dict)
+
+
+class TokenChunk(_Event):
+    """A piece of streamed answer text."""
+
+    kind: Literal["token_chunk"] = "token_chunk"
+    state: str
+    text: str
+
+
+class ToolCallStarted(_Event):
+    """A tool call began."""
+
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class ToolCallFinished(_Event):
+    """A tool call ended: ``ok`` with ``output``, or an error envelope in ``error``."""
+
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+    tool: str
+    ok: bool
+    output: Any = None
+    error: dict[str, Any] | None = None
+    attempts: int = 1
+    duration_ms: float
+
+
+class MemoryWrite(_Event):
+    """A memory update was applied (or skipped, with ``status`` saying why)."""
+
+    kind: Literal["memory_write"] = "memory_write"
+    key: str
+    update_type: str
+    value: Any = None
+    status: Literal["applied", "skipped", "failed"]
+    detail: str = ""
+
+
+class TurnFinished(_Event):
+    """The turn is over and the session is back in its initial state.
+
+    ``status``: ``completed`` (every state succeeded), ``degraded`` (a failure route was
+    taken), ``partial`` (the turn budget ran out).
+    """
+
+    kind: Literal["turn_finished"] = "turn_finished"
+    status: Literal["completed", "degraded", "partial"]
+    answer: str
+    duration_ms: float
+    path: list[str]
+
+
+Event = Annotated[
+    TurnStarted
+    | StateEntered
+    | StateExited
+    | StateOutput
+    | ContractViolation
+    | TimedOut
+    | HandlerFailed
+    | Retry
+    | RouteTaken
+    | BrainCall
+    | TokenChunk
+    | ToolCallStarted
+    | ToolCallFinished
+    | MemoryWrite
+    | TurnFinished,
+    Field(discriminator="kind"),
+]
+"""Any event; parse one with ``EVENT_ADAPTER.validate_json(line)``."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)

@@ -1,0 +1,462 @@
+"""State graphs: the file format, its loader, and the resolved :class:`Graph`.
+
+A graph file declares states (handler, contract, timeout, retry policy, failure route)
+and the transitions between them. The engine knows nothing about particular states;
+the seven-state agent turn is just ``states/agent_turn.yaml``.
+
+Triggers are fixed by the engine: ``start`` leaves the initial state when a message
+arrives; ``done`` fires when a state's output passes its contract (the transitions of a
+source are tried in file order; the first whose conditions hold is taken). From every
+state with a handler, the engine adds ``retry`` (back into the state) and ``fail`` (to
+its ``on_failure`` route); from every state, ``abort`` (to the initial state, when the
+turn budget runs out). All of these are real transitions of the machine and are drawn
+in every diagram.
+
+Conditions are either ``output.FIELD`` / ``not output.FIELD`` (the truth of a field of
+the state's validated output) or the dotted path of a callable taking the turn context.
+
+Every mistake in a file is a :class:`~hermes_fsm.errors.GraphError` naming the file,
+the line, and what to change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .contracts import Contract, ContractRegistry
+from .errors import ContractError, GraphError
+from .yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file, load_yaml_text
+
+__all__ = [
+    "ENGINE_TRIGGERS",
+    "Condition",
+    "Graph",
+    "RetryPolicy",
+    "StateSpec",
+    "TransitionSpec",
+    "default_graph_path",
+    "load_graph",
+    "parse_graph",
+]
+
+ENGINE_TRIGGERS = ("start", "done")
+"""Triggers a graph file may use; ``retry``, ``fail`` and ``abort`` are added by the engine."""
+
+
+# --- the file format ----------------------------------------------------------------------
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RetryPolicy(_Strict):
+    """How often a state is attempted, and how long to wait between attempts.
+
+    ``max_attempts`` counts the first try: 3 means one try and two retries. The wait
+    before retry *n* is ``min(backoff_s * multiplier**(n-1), max_backoff_s)``, spread by
+    up to ``jitter`` (a fraction) when set.
+    """
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    max_attempts: int = Field(default=1, ge=1, le=100)
+    backoff_s: float = Field(default=0.0, ge=0.0, le=600.0)
+    multiplier: float = Field(default=2.0, ge=1.0, le=10.0)
+    max_backoff_s: float = Field(default=10.0, ge=0.0, le=3600.0)
+    jitter: float = Field(default=0.0, ge=0.0, le=1.0)
+
+    def delay(self, retry_number: int, random: Callable[[], float] | None = None) -> float:
+        """Seconds to wait before retry ``retry_number`` (1 for the first retry)."""
+        base = min(self.backoff_s * self.multiplier ** (retry_number - 1), self.max_backoff_s)
+        if self.jitter and random is not None:
+            base *= 1.0 - self.jitter + 2.0 * self.jitter * random()
+        return base
+
+    @field_validator("backoff_s", "max_backoff_s", "jitter", "multiplier", mode="before")
+    @classmethod
+    def _int_is_a_float(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class _StateFile(_Strict):
+    description: str = ""
+    handler: str | None = None
+    contract: str | None = None
+    timeout_s: float | None = Field(default=None, gt=0.0, le=3600.0)
+    retry: RetryPolicy = RetryPolicy()
+    on_failure: str | None = None
+    on_output: str | None = None
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _int_is_a_float(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class _TransitionFile(_Strict):
+    trigger: str = "done"
+    source: str
+    dest: str
+    conditions: list[str] = []
+    unless: list[str] = []
+    limit: int | None = Field(default=None, ge=1, le=1000)
+
+
+class _GraphFile(_Strict):
+    name: str = Field(min_length=1)
+    version: str = "1.0.0"
+    description: str = ""
+    initial: str
+    budget_s: float = Field(default=60.0, gt=0.0, le=86400.0)
+    partial_answer: str = "I could not finish this in time (stopped in {state})."
+    contracts: dict[str, str] = {}
+    states: dict[str, _StateFile | None]
+    transitions: list[_TransitionFile]
+
+    @field_validator("budget_s", mode="before")
+    @classmethod
+    def _int_is_a_float(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# --- the resolved graph -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A resolved transition condition: ``text`` as written, ``check(ctx) -> bool``."""
+
+    text: str
+    check: Callable[[Any], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class StateSpec:
+    """One state of a graph, resolved: handler and contract are objects, not names."""
+
+    name: str
+    description: str = ""
+    handler: Callable[..., Any] | None = None
+    handler_path: str | None = None
+    contract: type[Contract] | None = None
+    timeout_s: float | None = None
+    retry: RetryPolicy = RetryPolicy()
+    on_failure: str | None = None
+    on_output: Callable[..., Any] | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TransitionSpec:
+    """One declared transition (``retry``/``fail``/``abort`` are derived, see :class:`Graph`)."""
+
+    trigger: str
+    source: str
+    dest: str
+    conditions: tuple[Condition, ...] = ()
+    unless: tuple[Condition, ...] = ()
+    limit: int | None = None
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A validated state graph. Build one with :func:`load_graph` or :func:`parse_graph`."""
+
+    name: str
+    version: str
+    initial: str
+    states: Mapping[str, StateSpec]
+    transitions: tuple[TransitionSpec, ...]
+    budget_s: float = 60.0
+    partial_answer: str = "I could not finish this in time (stopped in {state})."
+    description: str = ""
+    path: str = "<string>"
+    content_hash: str = ""
+    contracts: ContractRegistry = field(default_factory=ContractRegistry)
+
+    def failure_routes(self) -> list[tuple[str, str]]:
+        """``(state, route)`` for every state with a declared ``on_failure``."""
+        return [(s.name, s.on_failure) for s in self.states.values() if s.on_failure]
+
+    def retrying_states(self) -> list[str]:
+        """States that may be attempted more than once."""
+        return [s.name for s in self.states.values() if s.retry.max_attempts > 1]
+
+
+def default_graph_path() -> Path:
+    """The bundled seven-state turn, ``states/agent_turn.yaml``."""
+    return Path(__file__).resolve().parent / "data" / "states" / "agent_turn.yaml"
+
+
+def load_graph(path: str | Path, contracts: ContractRegistry | None = None) -> Graph:
+    """Load and validate a graph file.
+
+    Args:
+        path: the YAML file.
+        contracts: registry to resolve ``contract:`` references (default: the state
+            contracts of the seven-state turn).
+
+    Raises:
+        GraphError: anything wrong with the file, with its path and line.
+    """
+    path = Path(path)
+    try:
+        doc = load_yaml_file(path)
+        text = path.read_text(encoding="utf-8")
+    except YamlProblem as exc:
+        raise GraphError(str(path), exc.line, exc.problem) from None
+    return _build(doc, str(path), text, contracts)
+
+
+def parse_graph(
+    text: str, name: str = "<string>", contracts: ContractRegistry | None = None
+) -> Graph:
+    """Validate a graph given as YAML text (see :func:`load_graph`)."""
+    try:
+        doc = load_yaml_text(text, name)
+    except YamlProblem as exc:
+        raise GraphError(name, exc.line, exc.problem) from None
+    return _build(doc, name, text, contracts)
+
+
+def _build(doc: Any, path: str, text: str, contracts: ContractRegistry | None) -> Graph:
+    if not isinstance(doc, LineDict):
+        raise GraphError(
+            path, getattr(doc, "line", 1),
+            "a graph file must be a mapping with name, initial, states and transitions",
+        )
+    try:
+        spec = _GraphFile.model_validate(doc)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        # strip union/model branch names pydantic adds for `X | None` fields
+        loc = tuple(p for p in loc if p not in ("_StateFile", "function-after[...]"))
+        raise GraphError(path, line_at(doc, loc), _describe_error(first, loc)) from None
+    return _Resolver(doc, path, spec, contracts).graph(text)
+
+
+def _describe_error(error: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
+    where = ".".join(str(p) for p in loc) or "the file"
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        return f"unknown field {where!r}; remove it or check its spelling"
+    if kind == "missing":
+        return f"missing required field {where!r}"
+    return f"{where}: {error['msg']} (got {error.get('input')!r})"
+
+
+def _import(dotted: str) -> Any:
+    module_name, _, attr = dotted.rpartition(".")
+    if not module_name:
+        raise ImportError(f"{dotted!r} is not a dotted path like 'package.module.name'")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, attr)
+    except AttributeError:
+        raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
+def _output_condition(text: str) -> Callable[[Any], bool] | None:
+    negate = text.startswith("not ")
+    expr = text[4:].strip() if negate else text
+    if not expr.startswith("output."):
+        return None
+    field_name = expr[len("output."):]
+    if not field_name.isidentifier():
+        return None
+
+    def check(ctx: Any) -> bool:
+        output = ctx.output
+        value = output.get(field_name) if isinstance(output, Mapping) else getattr(
+            output, field_name, None)
+        return bool(value) != negate
+
+    return check
+
+
+class _Resolver:
+    """Turns a validated file into a Graph, checking what the schema alone cannot."""
+
+    def __init__(
+        self, doc: LineDict, path: str, spec: _GraphFile, contracts: ContractRegistry | None
+    ) -> None:
+        self.doc, self.path, self.spec = doc, path, spec
+        if contracts is None:
+            from .state_contracts import STATE_CONTRACTS
+
+            contracts = ContractRegistry(STATE_CONTRACTS)
+        self.contracts = contracts
+
+    def fail(self, loc: tuple[Any, ...], problem: str) -> GraphError:
+        return GraphError(self.path, line_at(self.doc, loc), problem)
+
+    def graph(self, text: str) -> Graph:
+        spec = self.spec
+        self._register_contracts()
+        if spec.initial not in spec.states:
+            raise self.fail(("initial",), f"initial state {spec.initial!r} is not declared "
+                            f"under states (declared: {', '.join(spec.states)})")
+        states = {name: self._state(name, s) for name, s in spec.states.items()}
+        transitions = tuple(self._transition(i, t) for i, t in enumerate(spec.transitions))
+        self._check_shape(states, transitions)
+        return Graph(
+            name=spec.name, version=spec.version, initial=spec.initial, states=states,
+            transitions=transitions, budget_s=spec.budget_s, partial_answer=spec.partial_answer,
+            description=spec.description, path=self.path,
+            content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
+            contracts=self.contracts,
+        )
+
+    def _register_contracts(self) -> None:
+        for name, dotted in self.spec.contracts.items():
+            loc = ("contracts", name)
+            try:
+                contract = _import(dotted)
+                self.contracts.register(contract)
+            except (ImportError, ContractError) as exc:
+                raise self.fail(loc, f"contract {name!r} ({dotted}) cannot be loaded: {exc}; "
+                                "give the dotted path of a hermes_fsm.Contract subclass") from None
+
+    def _state(self, name: str, s: _StateFile | None) -> StateSpec:
+        s = s or _StateFile()
+        loc = ("states", name)
+        is_initial = name == self.spec.initial
+        if is_initial and (s.handler or s.contract):
+            raise self.fail(loc, f"the initial state {name!r} waits for a message and cannot "
+                            "have a handler or contract; remove them")
+        contract = None
+        if s.contract:
+            try:
+                contract = self.contracts.get(s.contract)
+            except ContractError as exc:
+                raise self.fail(loc + ("contract",), f"state {name}: {exc}") from None
+        handler = None
+        if s.handler:
+            handler = self._callable(loc + ("handler",), s.handler, f"handler of state {name}")
+        elif not is_initial:
+            if contract is None:
+                raise self.fail(loc, f"state {name!r} has neither a handler nor a contract; give "
+                                "it a handler (dotted path), or a contract for the brain to fill")
+            from .handlers import ask_brain
+
+            handler = ask_brain
+        on_output = None
+        if s.on_output:
+            on_output = self._callable(loc + ("on_output",), s.on_output, f"on_output of {name}")
+        if s.on_failure is not None and s.on_failure not in self.spec.states:
+            raise self.fail(loc + ("on_failure",), f"state {name}: on_failure names unknown state "
+                            f"{s.on_failure!r}; declared states: {', '.join(self.spec.states)}")
+        if not is_initial and s.on_failure is None:
+            raise self.fail(loc, f"state {name!r} has no on_failure route; every working state "
+                            f"needs one (e.g. on_failure: {self.spec.initial})")
+        state_line = line_at(self.doc, loc)
+        return StateSpec(
+            name=name, description=s.description, handler=handler, handler_path=s.handler,
+            contract=contract, timeout_s=s.timeout_s, retry=s.retry, on_failure=s.on_failure,
+            on_output=on_output, line=state_line,
+        )
+
+    def _callable(self, loc: tuple[Any, ...], dotted: str, what: str) -> Callable[..., Any]:
+        try:
+            obj = _import(dotted)
+        except ImportError as exc:
+            raise self.fail(loc, f"{what}: cannot import {dotted!r}: {exc}") from None
+        except Exception as exc:  # the module itself failed to import
+            raise self.fail(loc, f"{what}: importing {dotted!r} raised "
+                            f"{type(exc).__name__}: {exc}") from None
+        if not callable(obj):
+            raise self.fail(loc, f"{what}: {dotted!r} is not callable")
+        return obj  # type: ignore[no-any-return]
+
+    def _condition(self, loc: tuple[Any, ...], text: str) -> Condition:
+        check = _output_condition(text)
+        if check is None:
+            check = self._callable(loc, text, f"condition {text!r}")
+        return Condition(text, check)
+
+    def _transition(self, i: int, t: _TransitionFile) -> TransitionSpec:
+        loc = ("transitions", i)
+        names = self.spec.states
+        for end in ("source", "dest"):
+            value = getattr(t, end)
+            if value not in names:
+                raise self.fail(loc + (end,), f"transition {i + 1}: {end} {value!r} is not a "
+                                f"declared state (declared: {', '.join(names)})")
+        if t.trigger not in ENGINE_TRIGGERS:
+            raise self.fail(loc + ("trigger",), f"transition {i + 1}: unknown trigger "
+                            f"{t.trigger!r}; the engine fires 'start' (from the initial state) "
+                            "and 'done' (when a state's output passes its contract) — choose "
+                            "between destinations with conditions")
+        if (t.trigger == "start") != (t.source == self.spec.initial):
+            raise self.fail(loc + ("trigger",), f"transition {i + 1}: use trigger 'start' from "
+                            f"the initial state {self.spec.initial} and 'done' from other states")
+        conditions = tuple(
+            self._condition(loc + ("conditions", j), c) for j, c in enumerate(t.conditions)
+        )
+        unless = tuple(self._condition(loc + ("unless", j), c) for j, c in enumerate(t.unless))
+        return TransitionSpec(t.trigger, t.source, t.dest, conditions, unless, t.limit,
+                              line_at(self.doc, loc))
+
+    def _check_shape(
+        self, states: Mapping[str, StateSpec], transitions: tuple[TransitionSpec, ...]
+    ) -> None:
+        initial = self.spec.initial
+        by_source: dict[str, list[tuple[int, TransitionSpec]]] = {}
+        for i, t in enumerate(transitions):
+            by_source.setdefault(t.source, []).append((i, t))
+        for name in states:
+            outs = by_source.get(name, [])
+            if not outs:
+                raise self.fail(("states", name), f"state {name!r} has no outgoing transition; "
+                                "add one (a turn must always be able to move on)")
+            unconditional = [i for i, t in outs if not (t.conditions or t.unless or t.limit)]
+            if not unconditional:
+                raise self.fail(("transitions", outs[-1][0]),
+                                f"every transition out of {name!r} has a condition or limit; "
+                                "add an unconditional one last so the turn can always move on")
+            shadowed = [i for i, _ in outs if i > unconditional[0]]
+            if shadowed:
+                raise self.fail(("transitions", shadowed[0]),
+                                f"transition {shadowed[0] + 1} out of {name!r} can never be taken:"
+                                f" the unconditional transition {unconditional[0] + 1} comes "
+                                "before it; move the unconditional one last")
+        edges: dict[str, set[str]] = {n: set() for n in states}
+        for t in transitions:
+            edges[t.source].add(t.dest)
+        for s in states.values():
+            if s.on_failure:
+                edges[s.name].add(s.on_failure)
+        reachable = _closure(initial, edges)
+        for name in states:
+            if name not in reachable:
+                raise self.fail(("states", name), f"state {name!r} is unreachable from the "
+                                f"initial state {initial!r}; add a transition into it or remove it")
+        reverse: dict[str, set[str]] = {n: set() for n in states}
+        for src, dests in edges.items():
+            for d in dests:
+                reverse[d].add(src)
+        back = _closure(initial, reverse)
+        for name in states:
+            if name not in back:
+                raise self.fail(("states", name), f"from state {name!r} the turn can never get "
+                                f"back to {initial!r}; add a transition or on_failure route")
+
+
+def _closure(start: str, edges: Mapping[str, set[str]]) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for nxt in edges[todo.pop()]:
+            if nxt not in seen:
+                seen.add(nxt)
+                todo.append(nxt)
+    return seen

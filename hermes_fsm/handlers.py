@@ -1,0 +1,119 @@
+"""The handlers of the default graph, referenced from ``states/agent_turn.yaml`` by dotted path.
+
+A handler is ``async def handler(turn: TurnContext) -> raw_output``; the engine validates
+the output against the state's contract. An ``on_output`` hook is
+``async def hook(turn, output) -> None`` and runs after validation, before the transition.
+Nothing here is known to the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .brain import BrainReply, BrainRequest
+from .contracts import Contract
+from .events import BrainCall, MemoryWrite
+from .memory import format_recall
+from .state_contracts import ExecutionResults, MemoryCommit, Plan
+from .turn import TurnContext
+
+__all__ = ["apply_memory_updates", "ask_brain", "execute_tools", "report_results"]
+
+
+async def recalled_memory(turn: TurnContext) -> str:
+    """The recall block for this turn's message (computed once per turn)."""
+    if turn.memory is None:
+        items = await turn.services.memory.recall(turn.user_id, turn.text)
+        turn.memory = format_recall(items)
+    return turn.memory
+
+
+async def ask_brain(turn: TurnContext) -> Any:
+    """Ask the brain for the current state's output (the default handler of a contract state)."""
+    state = turn.state
+    assert state is not None and state.contract is not None
+    contract = state.contract
+    request = BrainRequest(
+        state=state.name,
+        contract_name=contract.contract_name,
+        schema=_schema(contract),
+        text=turn.text,
+        user_id=turn.user_id,
+        outputs=turn.by_contract,
+        tools=turn.services.tools.describe(),
+        memory=await recalled_memory(turn),
+        history=turn.history,
+        attempt=turn.attempt,
+        repair=turn.repair,
+    )
+    brain = turn.services.brain
+    started = time.perf_counter()
+    reply = await brain.decide(request)
+    usage: dict[str, int] = {}
+    if isinstance(reply, BrainReply):
+        usage, reply = dict(reply.usage), reply.output
+    turn.emit(BrainCall, state=state.name, attempt=turn.attempt, brain=brain.name,
+              duration_ms=(time.perf_counter() - started) * 1000.0, usage=usage)
+    return reply
+
+
+_SCHEMAS: dict[type[Contract], dict[str, Any]] = {}
+
+
+def _schema(contract: type[Contract]) -> dict[str, Any]:
+    schema = _SCHEMAS.get(contract)
+    if schema is None:
+        schema = _SCHEMAS[contract] = contract.json_schema()
+    return schema
+
+
+async def execute_tools(turn: TurnContext) -> dict[str, Any]:
+    """Run the latest plan's calls through the tool executor; one envelope per call."""
+    plan = turn.by_contract.get("plan")
+    if not isinstance(plan, Plan) or not plan.tool_calls:
+        return {"results": []}
+    step = len(turn.path)  # distinguishes planning rounds within the turn
+    calls = [
+        (f"{turn.turn_id}-s{step}-c{i + 1}", c.tool_name, dict(c.arguments))
+        for i, c in enumerate(plan.tool_calls)
+    ]
+    results = await turn.services.executor.execute(calls, turn.emit)
+    return {"results": results}
+
+
+async def report_results(turn: TurnContext) -> dict[str, Any]:
+    """Turn tool results into citable facts and violations; plan again if a call can be fixed.
+
+    A failed call whose error is a planning mistake (unknown tool, invalid arguments) or
+    retryable sets ``needs_more_tools``; the graph bounds how often that loops.
+    """
+    execution = turn.by_contract.get("execution_results")
+    facts: list[dict[str, Any]] = []
+    violations: list[str] = []
+    needs_more = False
+    previous = turn.by_contract.get("result_report")
+    if previous is not None:  # facts of earlier rounds stay citable
+        facts.extend(f.model_dump() for f in getattr(previous, "facts", ()))
+    if isinstance(execution, ExecutionResults):
+        for result in execution.results:
+            if result.success:
+                facts.append({"id": f"fact-{result.call_id}", "source": result.call_id,
+                              "content": {"tool": result.tool_name, "output": result.output}})
+            else:
+                violations.append(f"{result.tool_name} ({result.call_id}) failed: "
+                                  f"{result.error_code}: {result.message}")
+                if result.retryable or result.error_code in ("VALIDATION_FAILED", "UNKNOWN_TOOL"):
+                    needs_more = True
+    return {"facts": facts, "violations": violations, "needs_more_tools": needs_more}
+
+
+async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
+    """Apply a validated memory commit; each applied or skipped update becomes an event."""
+    outcomes = await turn.services.memory.apply(
+        turn.user_id, turn.turn_id, output.memory_updates, turn.services.clock.now()
+    )
+    values = {u.key: u.value for u in output.memory_updates}
+    for outcome in outcomes:
+        turn.emit(MemoryWrite, key=outcome.key, update_type=outcome.update_type,
+                  value=values.get(outcome.key), status=outcome.status, detail=outcome.detail)

@@ -1,0 +1,101 @@
+"""The graph as a ``transitions`` machine, shared by every session of an orchestrator.
+
+One :class:`GraphMachine` is built per graph. Sessions are never added to it as models
+(``add_model`` costs tens of µs and slows down as sessions accumulate): a trigger is fired
+for a session with ``machine.fire(trigger, session, turn)``, which runs transitions'
+own ``Event.trigger`` with the session as the model. The state lives on the session
+(``session.state``); the machine holds only the graph.
+
+Extension points used: ``transition_cls`` (:class:`GuardedTransition`: the contract
+guard, per-turn limits, enter/exit events) and transitions' conditions (the graph's
+``conditions``/``unless``).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from transitions import Machine, Transition
+
+from .graph import Graph
+
+__all__ = ["GraphMachine", "GuardedTransition"]
+
+# transitions logs every step at DEBUG/INFO; at WARNING those calls cost one level check.
+logging.getLogger("transitions").setLevel(logging.WARNING)
+
+
+class GuardedTransition(Transition):  # type: ignore[misc]
+    """A transition that refuses to fire a completion (``done``) for an unvalidated output.
+
+    The engine validates a state's output against its contract and stores it on the
+    turn (``turn.output``); the guard checks that this happened for *this* state, then
+    the graph's conditions and the per-turn ``limit`` decide, and the turn is told of
+    the exit and entry so it can emit events.
+    """
+
+    def __init__(self, *args: Any, kind: str = "done", limit: int | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.kind = kind
+        self.limit = limit
+        self.key = f"{self.source}->{self.dest}"
+
+    def execute(self, event_data: Any) -> bool:
+        turn = event_data.args[0]
+        if self.kind == "done" and turn.output_state != self.source:
+            return False  # the guard: no validated output of this state, no transition
+        for cond in self.conditions:
+            if not cond.check(event_data):
+                return False
+        if self.limit is not None and turn.taken.get(self.key, 0) >= self.limit:
+            return False
+        turn.on_transition(self.source, self.dest, event_data.event.name)
+        event_data.model.state = self.dest
+        return True
+
+
+class GraphMachine(Machine):  # type: ignore[misc]
+    """A ``transitions.Machine`` holding a :class:`~hermes_fsm.graph.Graph` and no models."""
+
+    transition_cls = GuardedTransition
+
+    def __init__(self, graph: Graph) -> None:
+        super().__init__(
+            model=None,
+            states=list(graph.states),
+            initial=graph.initial,
+            auto_transitions=False,
+            send_event=False,
+            ignore_invalid_triggers=False,
+            name=f"{graph.name}: ",
+        )
+        self.graph = graph
+        for t in graph.transitions:
+            self.add_transition(
+                t.trigger, t.source, t.dest,
+                conditions=[c.check for c in t.conditions] or None,
+                unless=[c.check for c in t.unless] or None,
+                kind=t.trigger, limit=t.limit,
+            )
+        for spec in graph.states.values():
+            if spec.handler is None:
+                continue
+            self.add_transition("retry", spec.name, spec.name, kind="retry")
+            if spec.on_failure:
+                self.add_transition("fail", spec.name, spec.on_failure, kind="fail")
+        self.add_transition("abort", self.wildcard_all, graph.initial, kind="abort")
+        self._events_by_name = dict(self.events)
+
+    def fire(self, trigger: str, session: Any, turn: Any) -> bool:
+        """Fire ``trigger`` for ``session`` (which carries ``.state``); True when a transition ran."""
+        return bool(self._events_by_name[trigger].trigger(session, turn))
+
+    def edges(self) -> list[tuple[str, str, str]]:
+        """Every ``(trigger, source, dest)`` of the machine, derived ones included."""
+        out = []
+        for name, event in self.events.items():
+            for source, transitions in event.transitions.items():
+                out.extend((name, source, t.dest) for t in transitions)
+        return out

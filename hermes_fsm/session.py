@@ -1,0 +1,64 @@
+"""Sessions: a user's conversation, its position in the graph, and its event log.
+
+Creating one is a few attribute writes: no machine is built per session (see
+:mod:`hermes_fsm.machine`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from .events import Event
+
+__all__ = ["Session"]
+
+
+class Session:
+    """One conversation.
+
+    Attributes:
+        session_id: the session's id (not the user's).
+        user_id: the user it belongs to.
+        state: the graph state it is in (the initial state between turns).
+        seq: the sequence number of its last event (events are numbered from 1).
+        events: its event log, in order.
+        history: its messages (``role``, ``content``), oldest first.
+    """
+
+    __slots__ = ("_lock", "busy", "events", "history", "seq", "session_id", "state", "user_id")
+
+    def __init__(self, session_id: str, user_id: str, state: str) -> None:
+        self.session_id = session_id
+        self.user_id = user_id
+        self.state = state
+        self.seq = 0
+        self.events: list[Event] = []
+        self.history: list[dict[str, str]] = []
+        self.busy = False
+        self._lock: asyncio.Lock | None = None
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        """The lock that queues turns (created on first use, so sessions stay cheap)."""
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def __repr__(self) -> str:
+        return f"Session({self.session_id!r}, user={self.user_id!r}, state={self.state!r})"
+
+    def remember(self, role: str, content: str, window: int) -> None:
+        """Append a message to the history, keeping the last ``window`` messages."""
+        self.history.append({"role": role, "content": content})
+        if len(self.history) > window:
+            del self.history[: len(self.history) - window]
+
+    def turn_events(self, turn_id: str) -> list[Event]:
+        """The events of one turn of this session."""
+        return [e for e in self.events if e.turn_id == turn_id]
+
+    def snapshot(self) -> dict[str, Any]:
+        """A plain-data view, for printing and tests."""
+        return {"session_id": self.session_id, "user_id": self.user_id, "state": self.state,
+                "seq": self.seq, "messages": len(self.history)}

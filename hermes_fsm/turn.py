@@ -1,0 +1,164 @@
+"""What a turn carries while it runs, and what it returns.
+
+A :class:`TurnContext` is handed to every handler, condition and ``on_output`` hook. It
+holds the user's message, the validated outputs of the states so far, the services
+(brain, tools, memory), and emits events with the session's sequence numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .contracts import Contract
+from .events import Event, StateEntered, StateExited
+
+if TYPE_CHECKING:
+    from .brain import Brain
+    from .graph import StateSpec
+    from .memory import Memory
+    from .session import Session
+    from .sources import Clock
+    from .tools import ToolExecutor, ToolRegistry
+
+__all__ = ["Services", "TurnContext", "TurnResult"]
+
+
+@dataclass(slots=True)
+class Services:
+    """What handlers may use: the brain, the tools and their executor, memory, time."""
+
+    brain: Brain
+    tools: ToolRegistry
+    executor: ToolExecutor
+    memory: Memory
+    clock: Clock
+    sinks: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn.
+
+    Attributes:
+        status: ``completed``, ``degraded`` (a failure route was taken) or ``partial``
+            (the turn budget ran out).
+        answer: the answer text.
+        path: the states visited, in order, ending with the initial state.
+        events: this turn's events.
+    """
+
+    session_id: str
+    turn_id: str
+    status: str
+    answer: str
+    path: list[str]
+    events: list[Event]
+    duration_ms: float
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Validated outputs by state (the last one of each state)."""
+        return {e.state: e.output for e in self.events if e.kind == "state_output"}
+
+
+class TurnContext:
+    """The running turn, as handlers, conditions and hooks see it.
+
+    Attributes:
+        session_id, user_id, turn_id, text: who asks what, in which turn.
+        state: the spec of the state being worked on.
+        attempt: 1 on the first try of the current state, higher on retries.
+        repair: on a retry, why the previous output was refused.
+        outputs: validated outputs of this turn by state name (latest).
+        by_contract: the same, by contract name.
+        output: the current state's validated output (conditions read it).
+        services: brain, tools, memory, clock.
+    """
+
+    __slots__ = (
+        "_answer", "_entered", "attempt", "by_contract", "events", "history", "memory",
+        "output", "output_state", "outputs", "path", "repair", "routes", "services", "session",
+        "session_id", "state", "taken", "text", "turn_id", "user_id",
+    )
+
+    def __init__(self, session: Session, turn_id: str, user_id: str, text: str,
+                 services: Services) -> None:
+        self.session = session
+        self.session_id = session.session_id
+        self.turn_id = turn_id
+        self.user_id = user_id
+        self.text = text
+        self.services = services
+        self.state: StateSpec | None = None
+        self.attempt = 1
+        self.repair: str | None = None
+        self.outputs: dict[str, Contract] = {}
+        self.by_contract: dict[str, Contract] = {}
+        self.output: Any = None
+        self.output_state: str | None = None
+        self.taken: dict[str, int] = {}
+        self.path: list[str] = [session.state]
+        self.events: list[Event] = []
+        self.routes = 0
+        self.memory: str | None = None
+        self.history = session.history
+        self._entered = time.perf_counter()
+        self._answer: str | None = None
+
+    # --- events -----------------------------------------------------------------------
+
+    def emit(self, kind: type[Event], **fields: Any) -> Event:  # type: ignore[valid-type]
+        """Build an event of ``kind`` for this turn, log it on the session, send it to sinks."""
+        session = self.session
+        session.seq += 1
+        event = kind(session_id=self.session_id, turn_id=self.turn_id, seq=session.seq,
+                     at=self.services.clock.now(), **fields)
+        self.events.append(event)
+        session.events.append(event)
+        for sink in self.services.sinks:
+            sink.emit(event)
+        return event
+
+    def on_transition(self, source: str, dest: str, trigger: str) -> None:
+        """Called by the machine as a transition fires: exit/entry events, counters."""
+        now = time.perf_counter()
+        self.emit(StateExited, state=source, trigger=trigger, dest=dest,
+                  duration_ms=(now - self._entered) * 1000.0)
+        self._entered = now
+        key = f"{source}->{dest}"
+        self.taken[key] = self.taken.get(key, 0) + 1
+        self.attempt = self.attempt + 1 if trigger == "retry" else 1
+        if trigger != "retry":
+            self.repair = None
+        self.output = None
+        self.output_state = None
+        self.path.append(dest)
+        self.emit(StateEntered, state=dest, source=source, trigger=trigger, attempt=self.attempt)
+
+    # --- what handlers use --------------------------------------------------------------
+
+    def validation_context(self) -> Mapping[str, Any]:
+        """What contracts may check references against: the tool catalog, this turn's facts."""
+        report = self.by_contract.get("result_report")
+        facts = getattr(report, "facts", ())
+        return {"tool_catalog": self.services.tools, "fact_ids": {f.id for f in facts}}
+
+    def accept(self, output: Any) -> None:
+        """Record the current state's validated output (done by the engine after the guard)."""
+        assert self.state is not None
+        self.output = output
+        self.output_state = self.state.name
+        self.outputs[self.state.name] = output
+        name = getattr(output, "contract_name", None)
+        if name:
+            self.by_contract[name] = output
+        text = getattr(output, "text", None)
+        if isinstance(text, str):
+            self._answer = text
+
+    def answer(self) -> str | None:
+        """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""
+        return self._answer

@@ -1,0 +1,136 @@
+"""YAML loading that remembers where every value came from.
+
+Mappings load as :class:`LineDict` and sequences as :class:`LineList`; both know the
+1-based line of themselves (``.line``) and of each of their keys or items
+(``.line_of(key)``), so a loader can say *file:line: what is wrong*. Duplicate keys,
+which plain PyYAML silently overwrites, are an error here.
+
+>>> doc = load_yaml_text("a: 1\\nb:\\n  - x\\n  - y\\n", "f.yaml")
+>>> doc.line_of("b"), doc["b"].line_of(1)
+(2, 4)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+__all__ = ["LineDict", "LineList", "YamlProblem", "line_at", "load_yaml_file", "load_yaml_text"]
+
+
+class YamlProblem(Exception):
+    """YAML that cannot be read: ``line`` (1-based, when known) and ``problem``."""
+
+    def __init__(self, line: int | None, problem: str) -> None:
+        self.line = line
+        self.problem = problem
+        super().__init__(problem)
+
+
+class LineDict(dict[Any, Any]):
+    """A mapping that knows its line and the line of each key."""
+
+    line: int = 0
+    key_lines: dict[Any, int]
+
+    def line_of(self, key: Any) -> int:
+        return self.key_lines.get(key, self.line)
+
+
+class LineList(list[Any]):
+    """A sequence that knows its line and the line of each item."""
+
+    line: int = 0
+    item_lines: list[int]
+
+    def line_of(self, index: int) -> int:
+        if 0 <= index < len(self.item_lines):
+            return self.item_lines[index]
+        return self.line
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
+    loader.flatten_mapping(node)
+    result = LineDict()
+    result.line = node.start_mark.line + 1
+    result.key_lines = {}
+    for key_node, value_node in node.value:
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            hash(key)
+        except TypeError:
+            raise YamlProblem(key_node.start_mark.line + 1, "a mapping key must be a plain value")
+        if key in result:
+            first = result.key_lines[key]
+            raise YamlProblem(
+                key_node.start_mark.line + 1,
+                f"duplicate key {key!r} (first at line {first}); keep one of them",
+            )
+        result[key] = loader.construct_object(value_node, deep=True)
+        result.key_lines[key] = key_node.start_mark.line + 1
+    return result
+
+
+def _construct_sequence(loader: _Loader, node: yaml.SequenceNode) -> LineList:
+    result = LineList(loader.construct_object(child, deep=True) for child in node.value)
+    result.line = node.start_mark.line + 1
+    result.item_lines = [child.start_mark.line + 1 for child in node.value]
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_SEQUENCE_TAG, _construct_sequence)
+
+
+def load_yaml_text(text: str, name: str = "<string>") -> Any:
+    """Parse YAML text into LineDict/LineList/scalars.
+
+    Raises:
+        YamlProblem: syntax error or duplicate key, with the line.
+    """
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark is not None else None
+        what = " ".join(p for p in (exc.context, exc.problem) if p)
+        raise YamlProblem(line, f"YAML syntax error: {what}") from None
+    except yaml.YAMLError as exc:
+        raise YamlProblem(None, f"YAML error: {exc}") from None
+
+
+def load_yaml_file(path: str | Path) -> Any:
+    """Read and parse a YAML file (see :func:`load_yaml_text`).
+
+    Raises:
+        YamlProblem: unreadable file, syntax error, duplicate key.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise YamlProblem(None, f"cannot read the file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise YamlProblem(None, f"the file is not UTF-8 text: {exc}") from None
+    return load_yaml_text(text, str(path))
+
+
+def line_at(doc: Any, loc: Sequence[Any]) -> int | None:
+    """The line of the deepest node of ``doc`` reachable along ``loc`` (a pydantic ``loc``)."""
+    node, line = doc, getattr(doc, "line", None)
+    for part in loc:
+        if isinstance(node, LineDict) and part in node:
+            line = node.line_of(part)
+            node = node[part]
+        elif isinstance(node, LineList) and isinstance(part, int) and 0 <= part < len(node):
+            line = node.line_of(part)
+            node = node[part]
+        else:
+            break
+    return line
