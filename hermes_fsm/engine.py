@@ -23,13 +23,15 @@ import asyncio
 import inspect
 import random
 import time
-from collections.abc import Iterable, Mapping
+import types
+from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import ValidationError
 
 from .brain import Brain
+from .config import HermesConfig
 from .errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
 from .events import (
     ContractViolation,
@@ -109,6 +111,29 @@ class Orchestrator:
         self.history_window = history_window
         self._random = random or _default_random
         self._sessions: dict[str, Session] = {}
+
+    @classmethod
+    def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
+        """An orchestrator as the configuration says (embedded defaults for ``None``).
+
+        Keyword arguments override what the configuration builds (``brain=``, ``tools=`` …).
+        """
+        config = config or HermesConfig()
+        kwargs: dict[str, Any] = {
+            "graph": config.graph,
+            "busy_policy": config.busy_policy,
+            "history_window": config.history_window,
+        }
+        if config.brain.rules_file is not None and "brain" not in overrides:
+            from .rules_brain import RulesBrain
+
+            kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
+        if config.log.format != "off" and "sinks" not in overrides:
+            from .sinks import StructlogSink
+
+            kwargs["sinks"] = [StructlogSink()]
+        kwargs.update(overrides)
+        return cls(**kwargs)
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -269,13 +294,53 @@ class Orchestrator:
 
     @staticmethod
     async def _call(fn: Any, timeout_s: float | None, *args: Any) -> Any:
+        """Call a handler or hook; await it under ``timeout_s`` if it suspends.
+
+        A coroutine is first stepped eagerly: most handlers finish without suspending, and
+        those need no timer. One that suspends is resumed under ``asyncio.timeout``.
+        """
         result = fn(*args)
-        if inspect.isawaitable(result):
-            if timeout_s is None:
-                return await result
-            async with asyncio.timeout(timeout_s):
-                return await result
-        return result
+        if not inspect.iscoroutine(result):
+            if inspect.isawaitable(result):
+                result = _as_coroutine(result)
+            else:
+                return result
+        try:
+            yielded = result.send(None)
+        except StopIteration as done:
+            return done.value
+        except BaseException:
+            result.close()
+            raise
+        if timeout_s is None:
+            return await _resume(result, yielded)
+        async with asyncio.timeout(timeout_s):
+            return await _resume(result, yielded)
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable
+
+
+@types.coroutine
+def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
+    """Go on running a coroutine that was stepped by hand, inside the current task."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
 
 
 _REFUSED = object()

@@ -7,8 +7,9 @@ own ``Event.trigger`` with the session as the model. The state lives on the sess
 (``session.state``); the machine holds only the graph.
 
 Extension points used: ``transition_cls`` (:class:`GuardedTransition`: the contract
-guard, per-turn limits, enter/exit events) and transitions' conditions (the graph's
-``conditions``/``unless``).
+guard, per-turn limits, enter/exit events), ``event_cls`` (:class:`GraphEvent`: a lean
+trigger for a machine with no queue or global hooks) and transitions' conditions (the
+graph's ``conditions``/``unless``).
 """
 
 from __future__ import annotations
@@ -16,11 +17,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from transitions import Machine, Transition
+from transitions import Event, EventData, Machine, MachineError, Transition
 
 from .graph import Graph
 
-__all__ = ["GraphMachine", "GuardedTransition"]
+__all__ = ["GraphEvent", "GraphMachine", "GuardedTransition"]
 
 # transitions logs every step at DEBUG/INFO; at WARNING those calls cost one level check.
 logging.getLogger("transitions").setLevel(logging.WARNING)
@@ -56,10 +57,32 @@ class GuardedTransition(Transition):  # type: ignore[misc]
         return True
 
 
+class GraphEvent(Event):  # type: ignore[misc]
+    """``Event.trigger`` without the queue, prepare/finalize hooks and partials we never use.
+
+    The machine is built with none of them (no queue, no ``prepare_event``,
+    ``finalize_event`` or ``on_exception``), so this does exactly what the base class
+    does for such a machine: find the model's state, try its transitions in order,
+    stop at the first that executes.
+    """
+
+    def trigger(self, model: Any, *args: Any, **kwargs: Any) -> bool:
+        candidates = self.transitions.get(model.state)
+        if candidates is None:
+            raise MachineError(f"{self.machine.name}Can't trigger event {self.name} "
+                               f"from state {model.state}!")
+        event_data = EventData(None, self, self.machine, model, args, kwargs)
+        for transition in candidates:
+            if transition.execute(event_data):
+                return True
+        return False
+
+
 class GraphMachine(Machine):  # type: ignore[misc]
     """A ``transitions.Machine`` holding a :class:`~hermes_fsm.graph.Graph` and no models."""
 
     transition_cls = GuardedTransition
+    event_cls = GraphEvent
 
     def __init__(self, graph: Graph) -> None:
         super().__init__(

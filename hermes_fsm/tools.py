@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from .brain import ToolDescription
 from .errors import ToolError
@@ -45,6 +45,7 @@ class Tool:
     input_schema: dict[str, Any]
     timeout_s: float = 10.0
     side_effects: SideEffects = "read"
+    input_model: type[BaseModel] | None = field(default=None, repr=False)
     _validator: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
@@ -52,7 +53,17 @@ class Tool:
         self._validator = jsonschema.Draft202012Validator(self.input_schema)
 
     def argument_problem(self, arguments: Mapping[str, Any]) -> str | None:
-        """``None`` when ``arguments`` satisfy the input schema, else the first problem."""
+        """``None`` when ``arguments`` satisfy the input schema, else the first problem.
+
+        A tool made from a typed signature checks with its (strict) pydantic model first,
+        which is much faster; the JSON Schema check then only words the problem.
+        """
+        if self.input_model is not None:
+            try:
+                self.input_model.model_validate(arguments)
+                return None
+            except ValidationError:
+                pass
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is None:
             return None
@@ -65,8 +76,8 @@ class Tool:
         return ToolDescription(self.name, self.description, self.input_schema)
 
 
-def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
-    """The JSON Schema of ``fn``'s keyword arguments, from its type hints (strict, closed)."""
+def model_from_signature(fn: Callable[..., Any]) -> type[BaseModel]:
+    """A strict, closed pydantic model of ``fn``'s keyword arguments, from its type hints."""
     fields: dict[str, Any] = {}
     hints = inspect.get_annotations(fn, eval_str=True)
     for name, param in inspect.signature(fn).parameters.items():
@@ -76,8 +87,13 @@ def schema_from_signature(fn: Callable[..., Any]) -> dict[str, Any]:
         default = ... if param.default is param.empty else param.default
         fields[name] = (annotation, default)
     model: type[BaseModel] = create_model(  # type: ignore[call-overload]
-        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid"), **fields
+        f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", strict=True), **fields
     )
+    return model
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The JSON Schema of a tool's input model, untitled."""
     schema = model.model_json_schema()
     schema.pop("title", None)
     return schema
@@ -94,6 +110,7 @@ class ToolRegistry:
 
     def __init__(self, tools: Iterable[Tool] = ()) -> None:
         self._tools: dict[str, Tool] = {}
+        self._described: list[ToolDescription] | None = None
         for tool in tools:
             self.add(tool)
 
@@ -101,6 +118,7 @@ class ToolRegistry:
         if tool.name in self._tools:
             raise ToolError(f"tool {tool.name!r} is registered twice; rename one of them")
         self._tools[tool.name] = tool
+        self._described = None
         return tool
 
     def tool(
@@ -119,12 +137,14 @@ class ToolRegistry:
                 raise ToolError(
                     f"tool {fn.__name__}: give it a docstring or description= (models read it)"
                 )
+            model = model_from_signature(fn)
             self.add(
                 Tool(
                     name=name or fn.__name__,
                     description=doc,
                     fn=fn,
-                    input_schema=schema_from_signature(fn),
+                    input_schema=schema_of(model),
+                    input_model=model,
                     timeout_s=timeout_s,
                     side_effects=side_effects,
                 )
@@ -144,7 +164,10 @@ class ToolRegistry:
         return sorted(self._tools)
 
     def describe(self) -> list[ToolDescription]:
-        return [self._tools[n].describe() for n in self.names()]
+        """Every tool as a brain sees it, by name (cached until a tool is added)."""
+        if self._described is None:
+            self._described = [self._tools[n].describe() for n in self.names()]
+        return self._described
 
     def check_call(self, tool_name: str, arguments: dict[str, Any]) -> str | None:
         tool = self._tools.get(tool_name)

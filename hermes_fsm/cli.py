@@ -1,0 +1,189 @@
+"""The ``hermes-fsm`` command line.
+
+::
+
+    hermes-fsm run "How many A1001 are left in the east warehouse?"   # one turn, events live
+    hermes-fsm chat                                                   # a conversation
+    hermes-fsm graph --format mermaid                                 # draw the graph
+    hermes-fsm contracts export | check                               # state contract schemas
+
+Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
+embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from .config import HermesConfig, load_config
+from .errors import HermesError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors: a clear line, exit 2, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n(run '{self.prog} --help' for usage)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    config_help = "config file (default: $HERMES_CONFIG, else embedded defaults)"
+    # --config works before or after the command; the command's copy must not reset it
+    common = _Parser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=config_help)
+    p = _Parser(prog="hermes-fsm", description="An explicit FSM orchestrator for LLM agents.")
+    p.add_argument("--config", metavar="PATH", default=None, help=config_help)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=_Parser)
+
+    run = sub.add_parser("run", parents=[common], help="run one turn and print its events live")
+    run.add_argument("text", help="the user's message")
+    _turn_options(run)
+    run.add_argument("--json", action="store_true",
+                     help="print events as JSON lines (and the result as the last line)")
+
+    chat = sub.add_parser("chat", parents=[common], help="an interactive conversation")
+    _turn_options(chat)
+    chat.add_argument("--quiet", action="store_true", help="print only the answers")
+
+    graph = sub.add_parser("graph", parents=[common], help="print the state graph")
+    graph.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    graph.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+
+    contracts = sub.add_parser("contracts", parents=[common], help="state contract schemas")
+    contracts.add_argument("action", choices=["export", "check"])
+    contracts.add_argument("--dir", metavar="DIR", type=Path,
+                           help="where schemas live (default: contracts/states of the checkout)")
+    contracts.add_argument("--force", action="store_true",
+                           help="export even a breaking change without a major version bump")
+    return p
+
+
+def _turn_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user", default="cli-user", help="user id (default: cli-user)")
+    p.add_argument("--session", help="session id (default: a new one)")
+    p.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 usage)."""
+    out = out or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        config = load_config(args.config)
+        if getattr(args, "graph", None):
+            config = config.model_copy(update={"graph": Path(args.graph)})
+        _configure_logging(config)
+        command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts}
+        return command[args.command](args, config, out)
+    except HermesError as exc:
+        print(f"hermes-fsm: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hermes-fsm: interrupted", file=sys.stderr)
+        return 130
+
+
+def _configure_logging(config: HermesConfig) -> None:
+    if config.log.format == "off":
+        return
+    import logging
+
+    import structlog
+
+    renderer: Any = (structlog.processors.JSONRenderer() if config.log.format == "json"
+                     else structlog.dev.ConsoleRenderer())
+    structlog.configure(
+        processors=[structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            getattr(logging, config.log.level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def _orchestrator(config: HermesConfig, printer: Any) -> Any:
+    from .engine import Orchestrator
+
+    orchestrator = Orchestrator.from_config(config)
+    orchestrator.services.sinks = (*orchestrator.services.sinks, printer)
+    return orchestrator
+
+
+def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .console import ConsolePrinter
+
+    orchestrator = _orchestrator(config, ConsolePrinter(out, as_json=args.json))
+    result = asyncio.run(orchestrator.run_turn(args.session, args.text, user_id=args.user))
+    if args.json:
+        out.write(json.dumps({"result": {"session_id": result.session_id,
+                                         "turn_id": result.turn_id, "status": result.status,
+                                         "answer": result.answer, "path": result.path}},
+                             ensure_ascii=False) + "\n")
+    else:
+        out.write(f"\nanswer: {result.answer}\n")
+    return 0
+
+
+def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .console import ConsolePrinter
+
+    printer = ConsolePrinter(out)
+    orchestrator = _orchestrator(config, printer)
+    if args.quiet:
+        orchestrator.services.sinks = tuple(s for s in orchestrator.services.sinks
+                                            if s is not printer)
+    session = orchestrator.session(args.session, args.user)
+    out.write(f"session {session.session_id} — type a message, or /quit to leave\n")
+
+    async def loop() -> None:
+        while True:
+            out.write("you> ")
+            out.flush()
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line or line.strip() in ("/quit", "/exit"):
+                return
+            if not line.strip():
+                continue
+            result = await orchestrator.run_turn(session.session_id, line.strip(), args.user)
+            out.write(f"agent> {result.answer}\n")
+
+    asyncio.run(loop())
+    return 0
+
+
+def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .diagram import to_dot, to_mermaid
+    from .graph import default_graph_path, load_graph
+
+    graph = load_graph(config.graph or default_graph_path())
+    out.write(to_mermaid(graph) if args.format == "mermaid" else to_dot(graph))
+    return 0
+
+
+def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .contract_check import check_contracts, default_contract_dir, export_contracts
+    from .graph import default_graph_path, load_graph
+
+    graph = load_graph(config.graph or default_graph_path())
+    directory = args.dir or default_contract_dir()
+    if args.action == "export":
+        written = export_contracts(graph.contracts, directory, force=args.force)
+        for path in written:
+            out.write(f"wrote {path}\n")
+        out.write(f"{len(written)} schema(s) changed, in {directory}\n")
+        return 0
+    checked = check_contracts(graph.contracts, directory)
+    out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

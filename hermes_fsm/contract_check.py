@@ -1,0 +1,127 @@
+"""Exported contract schemas: write them for review, check them against the models.
+
+Each contract is exported to ``<dir>/<name>.json`` (name, version, JSON Schema). The
+committed files make every contract change visible in review, and:
+
+- ``check`` fails when a committed schema differs from its model (run ``export``), when
+  a model has no committed schema, and when a committed schema has no model;
+- ``export`` refuses to write a change that needs a bigger version bump than the model
+  got (a breaking change — a field removed, a type narrowed, a field made required —
+  needs a new major version), unless forced; so an unbumped breaking change cannot be
+  committed by accident.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from .contracts import Contract, ContractRegistry, dump_schema
+from .errors import ContractCheckFailed, ContractError
+from .schema_diff import bump_problem, diff_schemas
+
+__all__ = ["check_contracts", "default_contract_dir", "export_contracts"]
+
+
+def default_contract_dir() -> Path:
+    """``contracts/states`` of the source checkout (through the package's data link)."""
+    return (Path(__file__).resolve().parent / "data" / "contracts").resolve() / "states"
+
+
+def _latest(registry: ContractRegistry) -> dict[str, type[Contract]]:
+    """The newest version of each contract name (older versions are not exported)."""
+    newest: dict[str, type[Contract]] = {}
+    for contract in registry:
+        current = newest.get(contract.contract_name)
+        if current is None or _key(contract) > _key(current):
+            newest[contract.contract_name] = contract
+    return newest
+
+
+def _key(contract: type[Contract]) -> tuple[int, ...]:
+    return tuple(int(p) for p in contract.contract_version.split("."))
+
+
+def _read(path: Path) -> dict[str, object]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContractError(f"{path}: cannot read the exported schema ({exc}); "
+                            "delete it and run 'hermes-fsm contracts export'") from None
+    if not (isinstance(doc, dict) and {"name", "version", "schema"} <= doc.keys()):
+        raise ContractError(f"{path}: not an exported contract (needs name, version, schema); "
+                            "delete it and run 'hermes-fsm contracts export'")
+    return doc
+
+
+def _bump_problem(contract: type[Contract], path: Path) -> str | None:
+    old = _read(path)
+    changes = diff_schemas(old["schema"], contract.json_schema())  # type: ignore[arg-type]
+    problem = bump_problem(str(old["version"]), contract.contract_version, changes)
+    if problem:
+        return (f"{contract.contract_name} ({contract.__module__}.{contract.__qualname__}): "
+                f"{problem}")
+    return None
+
+
+def export_contracts(registry: ContractRegistry, directory: str | Path,
+                     force: bool = False) -> list[Path]:
+    """Write each contract's schema; returns the files that changed.
+
+    Raises:
+        ContractCheckFailed: a change needs a bigger version bump (unless ``force``).
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    pending: list[tuple[Path, str]] = []
+    problems: list[str] = []
+    for name, contract in sorted(_latest(registry).items()):
+        path = directory / f"{name}.json"
+        text = dump_schema(contract)
+        if path.exists():
+            if path.read_text(encoding="utf-8") == text:
+                continue
+            problem = _bump_problem(contract, path)
+            if problem and not force:
+                problems.append(problem)
+                continue
+        pending.append((path, text))
+    if problems:
+        raise ContractCheckFailed(problems + ["nothing was written; bump the versions "
+                                              "(or pass --force to export anyway)"])
+    for path, text in pending:
+        path.write_text(text, encoding="utf-8")
+    return [path for path, _ in pending]
+
+
+def check_contracts(registry: ContractRegistry, directory: str | Path) -> int:
+    """Check that every exported schema matches its model; returns how many were checked.
+
+    Raises:
+        ContractCheckFailed: with one line per problem and what to do about it.
+    """
+    directory = Path(directory)
+    problems: list[str] = []
+    latest = _latest(registry)
+    for name, contract in sorted(latest.items()):
+        path = directory / f"{name}.json"
+        if not path.exists():
+            problems.append(f"{name}: no exported schema at {path}; run "
+                            "'hermes-fsm contracts export' and commit it")
+            continue
+        if path.read_text(encoding="utf-8") == dump_schema(contract):
+            continue
+        problem = _bump_problem(contract, path)
+        if problem:
+            problems.append(problem)
+        else:
+            problems.append(f"{name}: {path} differs from the model {contract.ref()}; run "
+                            "'hermes-fsm contracts export' and commit the change")
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.json")):
+            if path.stem not in latest:
+                problems.append(f"{path}: no contract named {path.stem!r} is registered; "
+                                "delete the file or register the contract")
+    if problems:
+        raise ContractCheckFailed(problems)
+    return len(latest)
