@@ -104,7 +104,7 @@ class TurnContext:
         self.events: list[Event] = []
         self.routes = 0
         self.memory: str | None = None
-        self.history = session.history
+        self.history = tuple(session.history)  # a snapshot: the turn appends later
         self._entered = time.perf_counter()
         self._answer: str | None = None
 

@@ -1,0 +1,24 @@
+"""Shared fixtures: deterministic orchestrators."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from hermes_fsm import FixedClock, Orchestrator, SequentialIds
+from hermes_fsm.graph import Graph
+from tests.support import graph_with
+
+
+@pytest.fixture
+def make_orchestrator() -> Callable[..., Orchestrator]:
+    """Build an orchestrator with a fixed clock and sequential ids (byte-stable events)."""
+
+    def make(graph: Graph | None = None, **kwargs: Any) -> Orchestrator:
+        kwargs.setdefault("clock", FixedClock())
+        kwargs.setdefault("ids", SequentialIds())
+        return Orchestrator(graph if graph is not None else graph_with(), **kwargs)
+
+    return make
