@@ -28,7 +28,7 @@ from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from .brain import Brain
 from .config import HermesConfig
@@ -190,14 +190,17 @@ class Orchestrator:
         turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
         graph = self.graph
         status = "completed"
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + graph.budget_s
         try:
             turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
             self.machine.fire("start", session, turn)
             try:
-                async with asyncio.timeout(graph.budget_s):
-                    while session.state != graph.initial:
-                        await self._run_state(graph.states[session.state], session, turn)
-            except TimeoutError:
+                while session.state != graph.initial:
+                    if clock() >= deadline:
+                        raise _BudgetExceeded
+                    await self._run_state(graph.states[session.state], session, turn, deadline)
+            except _BudgetExceeded:
                 status = "partial"
                 turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
                           limit_s=graph.budget_s)
@@ -225,26 +228,36 @@ class Orchestrator:
         return TurnResult(session.session_id, turn.turn_id, status, answer, turn.path,
                           turn.events, duration_ms)
 
-    async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext) -> None:
+    async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext,
+                         deadline: float) -> None:
+        """One attempt at a state: handler → guard → hook → ``done``; or retry, or route.
+
+        The state's timeout is cut short by the turn's deadline; running into the deadline
+        raises ``_BudgetExceeded`` (the turn's budget, not the state's, ran out).
+        """
         turn.state = spec
         policy = spec.retry
+        clock = asyncio.get_running_loop().time
         reason: Literal["violation", "timeout", "error"]
         try:
-            raw = await self._call(spec.handler, spec.timeout_s, turn)
+            raw = await self._call(spec.handler, _limit(spec.timeout_s, deadline, clock), turn)
             output = self._validate(spec, raw, turn)
             if output is not _REFUSED:
                 turn.accept(output)
                 if spec.on_output is not None:
-                    await self._call(spec.on_output, spec.timeout_s, turn, output)
+                    await self._call(spec.on_output, _limit(spec.timeout_s, deadline, clock),
+                                     turn, output)
                 turn.emit(StateOutput, state=spec.name, attempt=turn.attempt,
                           contract=spec.contract.ref() if spec.contract else None,
-                          output=_jsonable(output), raw=raw if isinstance(raw, str) else None)
+                          output=_dump(output), raw=raw if isinstance(raw, str) else None)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
                     f"no transition out of {spec.name} accepted the output; check the graph")
             reason = "violation"
         except TimeoutError:
+            if clock() >= deadline:
+                raise _BudgetExceeded from None
             reason = "timeout"
             turn.emit(TimedOut, scope="state", state=spec.name, attempt=turn.attempt,
                       limit_s=spec.timeout_s or 0.0)
@@ -266,6 +279,9 @@ class Orchestrator:
             turn.emit(Retry, state=spec.name, attempt=turn.attempt + 1, reason=reason,
                       delay_s=delay)
             if delay > 0:
+                if clock() + delay >= deadline:
+                    await asyncio.sleep(max(0.0, deadline - clock()))
+                    raise _BudgetExceeded
                 await asyncio.sleep(delay)
             repair = turn.repair
             self.machine.fire("retry", session, turn)
@@ -345,6 +361,23 @@ def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
 
 _REFUSED = object()
 """What _validate returns for an output that broke its contract."""
+
+
+class _BudgetExceeded(Exception):
+    """The turn's budget ran out (raised inside the engine, never to callers)."""
+
+
+def _limit(timeout_s: float | None, deadline: float, clock: Any) -> float:
+    """A state's time limit: its own timeout, cut short by the turn's deadline."""
+    remaining = deadline - clock()
+    return remaining if timeout_s is None or remaining < timeout_s else timeout_s
+
+
+def _dump(output: Any) -> Any:
+    """A validated output as JSON-able data for its event."""
+    if isinstance(output, BaseModel):
+        return output.__pydantic_serializer__.to_python(output, mode="json")
+    return _jsonable(output)
 
 
 def _default_random() -> float:

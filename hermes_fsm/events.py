@@ -228,3 +228,34 @@ Event = Annotated[
 """Any event; parse one with ``EVENT_ADAPTER.validate_json(line)``."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+
+_new = object.__new__
+_set = object.__setattr__
+_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str]]] = {}
+
+
+def make_event(kind: type[_Event], fields: dict[str, Any]) -> Any:
+    """Build an event from fields the engine itself produced, without re-validating them.
+
+    Pydantic validation of ~20 events per turn would cost more than the rest of the engine;
+    the fields here come from our own code, not from outside, and the test suite checks that
+    every event a turn emits validates against its model (``EVENT_ADAPTER``). Defaults are
+    filled and fields keep their declared order, so serialization is as from ``kind(...)``.
+    """
+    template = _TEMPLATES.get(kind)
+    if template is None:
+        values = {name: (None if info.is_required() else info.get_default(call_default_factory=True))
+                  for name, info in kind.model_fields.items()}
+        template = _TEMPLATES[kind] = (values, set(values))
+    values, names = template
+    data = values.copy()
+    data.update(fields)
+    if len(data) != len(values):
+        unknown = sorted(set(fields) - names)
+        raise TypeError(f"{kind.__name__} has no field(s) {unknown}")
+    event = _new(kind)
+    _set(event, "__dict__", data)
+    _set(event, "__pydantic_fields_set__", names)
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event

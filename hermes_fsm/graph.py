@@ -15,6 +15,10 @@ in every diagram.
 Conditions are either ``output.FIELD`` / ``not output.FIELD`` (the truth of a field of
 the state's validated output) or the dotted path of a callable taking the turn context.
 
+A graph registers its own contracts in a ``contracts:`` section, one
+``contract_name: package.module.ContractClass`` per line (the key is the class's
+``contract_name``); its states then refer to them as ``contract_name@MAJOR``.
+
 Every mistake in a file is a :class:`~hermes_fsm.errors.GraphError` naming the file,
 the line, and what to change.
 """
@@ -148,7 +152,7 @@ class StateSpec:
     handler_path: str | None = None
     contract: type[Contract] | None = None
     timeout_s: float | None = None
-    retry: RetryPolicy = RetryPolicy()
+    retry: RetryPolicy = RetryPolicy()  # noqa: RUF009 - frozen, so one shared default is safe
     on_failure: str | None = None
     on_output: Callable[..., Any] | None = None
     line: int | None = None
@@ -241,18 +245,26 @@ def _build(doc: Any, path: str, text: str, contracts: ContractRegistry | None) -
         loc = tuple(first["loc"])
         # strip union/model branch names pydantic adds for `X | None` fields
         loc = tuple(p for p in loc if p not in ("_StateFile", "function-after[...]"))
-        raise GraphError(path, line_at(doc, loc), _describe_error(first, loc)) from None
+        raise GraphError(path, line_at(doc, loc), _describe_error(first, loc, doc)) from None
     return _Resolver(doc, path, spec, contracts).graph(text)
 
 
-def _describe_error(error: Mapping[str, Any], loc: tuple[Any, ...]) -> str:
+def _describe_error(error: Mapping[str, Any], loc: tuple[Any, ...], doc: Any) -> str:
     where = ".".join(str(p) for p in loc) or "the file"
     kind = error["type"]
     if kind == "extra_forbidden":
         return f"unknown field {where!r}; remove it or check its spelling"
     if kind == "missing":
         return f"missing required field {where!r}"
-    return f"{where}: {error['msg']} (got {error.get('input')!r})"
+    # show the value as written (validators may have converted it, e.g. 0 to 0.0)
+    written = doc
+    for part in loc:
+        try:
+            written = written[part]
+        except (KeyError, IndexError, TypeError):
+            written = error.get("input")
+            break
+    return f"{where}: {error['msg']} (got {written!r})"
 
 
 def _import(dotted: str) -> Any:
@@ -264,6 +276,17 @@ def _import(dotted: str) -> Any:
         return getattr(module, attr)
     except AttributeError:
         raise ImportError(f"module {module_name!r} has no attribute {attr!r}") from None
+
+
+def _declared(states: Mapping[str, Any]) -> str:
+    return f"declared: {', '.join(states)}" if states else "no states are declared"
+
+
+def _import_hint(exc: ImportError) -> str:
+    if isinstance(exc, ModuleNotFoundError):
+        return ("; check the spelling, and that the module is importable (installed, or its "
+                "directory on PYTHONPATH)")
+    return ""
 
 
 def _output_condition(text: str) -> Callable[[Any], bool] | None:
@@ -305,7 +328,7 @@ class _Resolver:
         self._register_contracts()
         if spec.initial not in spec.states:
             raise self.fail(("initial",), f"initial state {spec.initial!r} is not declared "
-                            f"under states (declared: {', '.join(spec.states)})")
+                            f"under states ({_declared(spec.states)})")
         states = {name: self._state(name, s) for name, s in spec.states.items()}
         transitions = tuple(self._transition(i, t) for i, t in enumerate(spec.transitions))
         self._check_shape(states, transitions)
@@ -320,29 +343,42 @@ class _Resolver:
     def _register_contracts(self) -> None:
         for name, dotted in self.spec.contracts.items():
             loc = ("contracts", name)
+            what = f"contract {name!r} ({dotted})"
             try:
                 contract = _import(dotted)
-                self.contracts.register(contract)
-            except (ImportError, ContractError) as exc:
-                raise self.fail(loc, f"contract {name!r} ({dotted}) cannot be loaded: {exc}; "
+            except ImportError as exc:
+                raise self.fail(loc, f"{what} cannot be imported: {exc}{_import_hint(exc)}; "
                                 "give the dotted path of a hermes_fsm.Contract subclass") from None
+            except Exception as exc:  # the module itself failed to import
+                raise self.fail(loc, f"{what}: importing it raised "
+                                f"{type(exc).__name__}: {exc}") from None
+            try:
+                self.contracts.register(contract)
+            except ContractError as exc:
+                raise self.fail(loc, f"{what} cannot be registered: {exc}") from None
+            if contract.contract_name != name:
+                raise self.fail(loc, f"{what} is named {contract.contract_name!r}; list it as "
+                                f"'{contract.contract_name}: {dotted}' (states refer to it as "
+                                f"{contract.contract_name}@{contract.contract_version.split('.')[0]})")
 
     def _state(self, name: str, s: _StateFile | None) -> StateSpec:
         s = s or _StateFile()
         loc = ("states", name)
         is_initial = name == self.spec.initial
         if is_initial and (s.handler or s.contract):
-            raise self.fail(loc, f"the initial state {name!r} waits for a message and cannot "
-                            "have a handler or contract; remove them")
+            field_name = "handler" if s.handler else "contract"
+            raise self.fail((*loc, field_name), f"the initial state {name!r} waits for a "
+                            f"message and cannot have a {field_name}; remove it, or make "
+                            "another state the initial one")
         contract = None
         if s.contract:
             try:
                 contract = self.contracts.get(s.contract)
             except ContractError as exc:
-                raise self.fail(loc + ("contract",), f"state {name}: {exc}") from None
+                raise self.fail((*loc, "contract"), f"state {name}: {exc}") from None
         handler = None
         if s.handler:
-            handler = self._callable(loc + ("handler",), s.handler, f"handler of state {name}")
+            handler = self._callable((*loc, "handler"), s.handler, f"handler of state {name}")
         elif not is_initial:
             if contract is None:
                 raise self.fail(loc, f"state {name!r} has neither a handler nor a contract; give "
@@ -352,10 +388,10 @@ class _Resolver:
             handler = ask_brain
         on_output = None
         if s.on_output:
-            on_output = self._callable(loc + ("on_output",), s.on_output, f"on_output of {name}")
+            on_output = self._callable((*loc, "on_output"), s.on_output, f"on_output of {name}")
         if s.on_failure is not None and s.on_failure not in self.spec.states:
-            raise self.fail(loc + ("on_failure",), f"state {name}: on_failure names unknown state "
-                            f"{s.on_failure!r}; declared states: {', '.join(self.spec.states)}")
+            raise self.fail((*loc, "on_failure"), f"state {name}: on_failure names unknown state "
+                            f"{s.on_failure!r} ({_declared(self.spec.states)})")
         if not is_initial and s.on_failure is None:
             raise self.fail(loc, f"state {name!r} has no on_failure route; every working state "
                             f"needs one (e.g. on_failure: {self.spec.initial})")
@@ -370,7 +406,8 @@ class _Resolver:
         try:
             obj = _import(dotted)
         except ImportError as exc:
-            raise self.fail(loc, f"{what}: cannot import {dotted!r}: {exc}") from None
+            raise self.fail(loc, f"{what}: cannot import {dotted!r}: {exc}"
+                            f"{_import_hint(exc)}") from None
         except Exception as exc:  # the module itself failed to import
             raise self.fail(loc, f"{what}: importing {dotted!r} raised "
                             f"{type(exc).__name__}: {exc}") from None
@@ -380,6 +417,10 @@ class _Resolver:
 
     def _condition(self, loc: tuple[Any, ...], text: str) -> Condition:
         check = _output_condition(text)
+        if check is None and (text == "output" or text.startswith(("output.", "not "))):
+            raise self.fail(loc, f"condition {text!r} is malformed: write output.FIELD or "
+                            "not output.FIELD (FIELD a field name of the state's output), or "
+                            "the dotted path of a callable (negate a callable with unless:)")
         if check is None:
             check = self._callable(loc, text, f"condition {text!r}")
         return Condition(text, check)
@@ -390,20 +431,20 @@ class _Resolver:
         for end in ("source", "dest"):
             value = getattr(t, end)
             if value not in names:
-                raise self.fail(loc + (end,), f"transition {i + 1}: {end} {value!r} is not a "
-                                f"declared state (declared: {', '.join(names)})")
+                raise self.fail((*loc, end), f"transition {i + 1}: {end} {value!r} is not a "
+                                f"declared state ({_declared(names)})")
         if t.trigger not in ENGINE_TRIGGERS:
-            raise self.fail(loc + ("trigger",), f"transition {i + 1}: unknown trigger "
+            raise self.fail((*loc, "trigger"), f"transition {i + 1}: unknown trigger "
                             f"{t.trigger!r}; the engine fires 'start' (from the initial state) "
                             "and 'done' (when a state's output passes its contract) — choose "
                             "between destinations with conditions")
         if (t.trigger == "start") != (t.source == self.spec.initial):
-            raise self.fail(loc + ("trigger",), f"transition {i + 1}: use trigger 'start' from "
+            raise self.fail((*loc, "trigger"), f"transition {i + 1}: use trigger 'start' from "
                             f"the initial state {self.spec.initial} and 'done' from other states")
         conditions = tuple(
-            self._condition(loc + ("conditions", j), c) for j, c in enumerate(t.conditions)
+            self._condition((*loc, "conditions", j), c) for j, c in enumerate(t.conditions)
         )
-        unless = tuple(self._condition(loc + ("unless", j), c) for j, c in enumerate(t.unless))
+        unless = tuple(self._condition((*loc, "unless", j), c) for j, c in enumerate(t.unless))
         return TransitionSpec(t.trigger, t.source, t.dest, conditions, unless, t.limit,
                               line_at(self.doc, loc))
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .contracts import Contract
-from .events import Event, StateEntered, StateExited
+from .events import Event, StateEntered, StateExited, make_event
 
 if TYPE_CHECKING:
     from .brain import Brain
@@ -79,7 +79,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_answer", "_entered", "attempt", "by_contract", "events", "history", "memory",
+        "_answer", "_context", "_entered", "attempt", "by_contract", "events", "history", "memory",
         "output", "output_state", "outputs", "path", "repair", "routes", "services", "session",
         "session_id", "state", "taken", "text", "turn_id", "user_id",
     )
@@ -107,6 +107,7 @@ class TurnContext:
         self.history = tuple(session.history)  # a snapshot: the turn appends later
         self._entered = time.perf_counter()
         self._answer: str | None = None
+        self._context: dict[str, Any] = {"tool_catalog": services.tools, "fact_ids": set()}
 
     # --- events -----------------------------------------------------------------------
 
@@ -114,8 +115,11 @@ class TurnContext:
         """Build an event of ``kind`` for this turn, log it on the session, send it to sinks."""
         session = self.session
         session.seq += 1
-        event = kind(session_id=self.session_id, turn_id=self.turn_id, seq=session.seq,
-                     at=self.services.clock.now(), **fields)
+        fields["session_id"] = self.session_id
+        fields["turn_id"] = self.turn_id
+        fields["seq"] = session.seq
+        fields["at"] = self.services.clock.now()
+        event = make_event(kind, fields)
         self.events.append(event)
         session.events.append(event)
         for sink in self.services.sinks:
@@ -141,10 +145,13 @@ class TurnContext:
     # --- what handlers use --------------------------------------------------------------
 
     def validation_context(self) -> Mapping[str, Any]:
-        """What contracts may check references against: the tool catalog, this turn's facts."""
-        report = self.by_contract.get("result_report")
-        facts = getattr(report, "facts", ())
-        return {"tool_catalog": self.services.tools, "fact_ids": {f.id for f in facts}}
+        """What contracts may check references against.
+
+        ``tool_catalog``: the tools (the Plan contract checks calls against it);
+        ``fact_ids``: the ids of the facts established so far this turn (any output with a
+        ``facts`` list of items with an ``id`` establishes facts).
+        """
+        return self._context
 
     def accept(self, output: Any) -> None:
         """Record the current state's validated output (done by the engine after the guard)."""
@@ -152,13 +159,29 @@ class TurnContext:
         self.output = output
         self.output_state = self.state.name
         self.outputs[self.state.name] = output
-        name = getattr(output, "contract_name", None)
-        if name:
-            self.by_contract[name] = output
-        text = getattr(output, "text", None)
-        if isinstance(text, str):
-            self._answer = text
+        fields = _fields_of(type(output))
+        if fields is None:
+            return
+        self.by_contract[output.contract_name] = output
+        if "text" in fields and isinstance(output.text, str):
+            self._answer = output.text
+        if "facts" in fields:
+            self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
 
     def answer(self) -> str | None:
         """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""
         return self._answer
+
+
+_FIELDS: dict[type, frozenset[str] | None] = {}
+
+
+def _fields_of(cls: type) -> frozenset[str] | None:
+    """The field names of a contract class (``None`` for an output that is not a Contract)."""
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        names = (frozenset(cls.model_fields)
+                 if isinstance(cls, type) and issubclass(cls, Contract) else None)
+        _FIELDS[cls] = names
+        return names

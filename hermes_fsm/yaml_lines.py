@@ -66,7 +66,8 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
         try:
             hash(key)
         except TypeError:
-            raise YamlProblem(key_node.start_mark.line + 1, "a mapping key must be a plain value")
+            raise YamlProblem(key_node.start_mark.line + 1,
+                              "a mapping key must be a plain value") from None
         if key in result:
             first = result.key_lines[key]
             raise YamlProblem(
@@ -96,14 +97,48 @@ def load_yaml_text(text: str, name: str = "<string>") -> Any:
         YamlProblem: syntax error or duplicate key, with the line.
     """
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark is not None else None
-        what = " ".join(p for p in (exc.context, exc.problem) if p)
-        raise YamlProblem(line, f"YAML syntax error: {what}") from None
+        raise _syntax_problem(exc) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow
+        line = text.count("\n", 0, exc.position) + 1
+        char = f"U+{exc.character:04X}" if isinstance(exc.character, int) else repr(exc.character)
+        raise YamlProblem(line, f"YAML error: character {char} is not allowed in YAML text; "
+                                "remove it (is this a binary file?)") from None
     except yaml.YAMLError as exc:
         raise YamlProblem(None, f"YAML error: {exc}") from None
+
+
+# Contexts naming something opened on one line and left unclosed: PyYAML notices only
+# where the next token (or the end of the file) breaks it, but the mistake is the opening.
+_UNCLOSED = {
+    "while scanning a quoted scalar": "the quoted string",
+    "while parsing a flow mapping": "the {...} mapping",
+    "while parsing a flow sequence": "the [...] list",
+}
+
+_HINTS = {  # problem prefix -> what to do
+    "mapping values are not allowed here": "; quote a value that contains ': '",
+    "found character '\\t'": "; indent with spaces, not tabs",
+    "expected <block end>": "; check the indentation of this line",
+    "could not determine a constructor": "; graph and config files are plain YAML, remove the tag",
+}
+
+
+def _syntax_problem(exc: yaml.MarkedYAMLError) -> YamlProblem:
+    problem = exc.problem or "malformed YAML"
+    pline = exc.problem_mark.line + 1 if exc.problem_mark is not None else None
+    cline = exc.context_mark.line + 1 if exc.context_mark is not None else None
+    unclosed = _UNCLOSED.get(exc.context or "")
+    if unclosed and cline is not None:
+        return YamlProblem(cline, f"YAML syntax error: {unclosed} opened on this line is never "
+                                  f"closed ({problem} at line {pline}); close it")
+    what = problem + next((h for p, h in _HINTS.items() if problem.startswith(p)), "")
+    if exc.context and cline is not None and cline != pline:
+        what += f" ({exc.context} that starts at line {cline})"
+    elif exc.context:
+        what = f"{exc.context}: {what}"
+    return YamlProblem(pline if pline is not None else cline, f"YAML syntax error: {what}")
 
 
 def load_yaml_file(path: str | Path) -> Any:

@@ -377,3 +377,23 @@ async def test_structlog_sink_logs_each_event_with_its_fields(make_orchestrator)
     violation = next(entry for entry in logs if entry["event"] == "contract_violation")
     assert violation["log_level"] == "warning"
     assert violation["session_id"] == "s1"
+
+
+async def test_every_event_a_turn_emits_validates_against_its_model(make_orchestrator):
+    from hermes_fsm.events import EVENT_ADAPTER
+
+    commit = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
+                                  "value": "email", "evidence": "user_message"}]}
+    graph = graph_with({"INTENT": {"timeout_s": 0.02},
+                        "RESULT": {"handler": "tests.test_engine.crashing_report"}})
+    brain = ScriptedBrain(happy_script(
+        intent=[HANG, BAD_OUTPUT["INTENT"], INTENT_TOOLS],
+        memory_commit=[commit]))
+    result = await make_orchestrator(graph, brain=brain).run_turn("s1", "How many A1001?")
+    seen = {e.kind for e in result.events}
+    assert {"timed_out", "contract_violation", "handler_failed", "retry", "route_taken",
+            "tool_call_started", "tool_call_finished", "memory_write", "brain_call",
+            "state_output", "state_entered", "state_exited"} <= seen, seen
+    for event in result.events:
+        assert EVENT_ADAPTER.validate_python(event.model_dump()) == event
+        assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
