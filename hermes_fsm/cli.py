@@ -75,7 +75,10 @@ def _turn_options(p: argparse.ArgumentParser) -> None:
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     """Run the CLI; returns the exit code (0 ok, 1 failure, 2 usage)."""
     out = out or sys.stdout
-    args = _parser().parse_args(argv)
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # usage errors (2) and --help (0), already printed
+        return int(exit_.code or 0)
     try:
         config = load_config(args.config)
         if getattr(args, "graph", None):

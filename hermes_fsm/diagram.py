@@ -57,29 +57,42 @@ def _state_text(graph: Graph, name: str, newline: str) -> str:
     return newline.join(lines)
 
 
-def _mermaid_id(name: str) -> str:
-    return "s_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+def _mermaid_ids(graph: Graph) -> dict[str, str]:
+    """Ids that are valid Mermaid and distinct however states are named (label shows the name)."""
+    ids: dict[str, str] = {}
+    used: set[str] = set()
+    for name in graph.states:
+        base = "s_" + "".join(ch if ch.isalnum() else "_" for ch in name)
+        candidate, n = base, 1
+        while candidate in used:  # NEEDS-INFO and NEEDS_INFO must stay two nodes
+            n += 1
+            candidate = f"{base}_{n}"
+        used.add(candidate)
+        ids[name] = candidate
+    return ids
 
 
 def to_mermaid(graph: Graph) -> str:
     """The graph as a Mermaid flowchart (renders on GitHub, in docs, in the HTML view)."""
     lines = ["flowchart TD"]
+    ids = _mermaid_ids(graph)
     for name in graph.states:
         text = _state_text(graph, name, "<br/>").replace('"', "'")
         shape = f'(["{text}"])' if name == graph.initial else f'["{text}"]'
-        lines.append(f"    {_mermaid_id(name)}{shape}")
+        lines.append(f"    {ids[name]}{shape}")
     styles = []
     for i, e in enumerate(edges(graph)):
         label = e.label.replace('"', "'")
         arrow = "-.->" if e.kind == "retry" else "==>" if e.kind == "fail" else "-->"
-        lines.append(f'    {_mermaid_id(e.source)} {arrow}|"{label}"| {_mermaid_id(e.dest)}')
+        lines.append(f'    {ids[e.source]} {arrow}|"{label}"| {ids[e.dest]}')
         if e.kind == "fail":
             styles.append(f"    linkStyle {i} stroke:#c62828,color:#c62828")
         elif e.kind == "retry":
             styles.append(f"    linkStyle {i} stroke:#ef6c00,color:#ef6c00")
     lines.extend(styles)
-    lines.append(f'    budget>"turn budget {graph.budget_s:g}s: abort from any state → '
-                 f'{graph.initial}"]')
+    initial = graph.initial.replace('"', "'")
+    # "budget" cannot clash with a state: state ids all start with s_
+    lines.append(f'    budget>"turn budget {graph.budget_s:g}s: abort from any state → {initial}"]')
     lines.append("    style budget fill:#fff8e1,stroke:#bbb")
     return "\n".join(lines) + "\n"
 
@@ -109,6 +122,7 @@ def to_dot(graph: Graph) -> str:
             attrs.append('style=bold, color="#c62828", fontcolor="#c62828"')
         lines.append(f"    {_dot_quote(e.source)} -> {_dot_quote(e.dest)} [{', '.join(attrs)}];")
     note = f"turn budget {graph.budget_s:g}s: abort from any state -> {graph.initial}"
-    lines.append(f"    budget [shape=note, label={_dot_quote(note)}];")
+    budget_id = _dot_quote("hermes:budget")  # no clash with a state named "budget"
+    lines.append(f"    {budget_id} [shape=note, label={_dot_quote(note)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -216,6 +216,7 @@ class Orchestrator:
                 self.machine.fire("abort", session, turn)
             raise
         finally:
+            session.record(turn.events)
             session.busy = False
 
     def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,

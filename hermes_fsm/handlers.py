@@ -93,8 +93,9 @@ async def report_results(turn: TurnContext) -> dict[str, Any]:
     violations: list[str] = []
     needs_more = False
     previous = turn.by_contract.get("result_report")
-    if previous is not None:  # facts of earlier rounds stay citable
+    if previous is not None:  # earlier rounds' facts stay citable, their failures stay known
         facts.extend(f.model_dump() for f in getattr(previous, "facts", ()))
+        violations.extend(getattr(previous, "violations", ()))
     if isinstance(execution, ExecutionResults):
         for result in execution.results:
             if result.success:

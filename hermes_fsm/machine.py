@@ -41,7 +41,7 @@ class GuardedTransition(Transition):  # type: ignore[misc]
         super().__init__(*args, **kwargs)
         self.kind = kind
         self.limit = limit
-        self.key = f"{self.source}->{self.dest}"
+        self.key = (self.source, self.dest)
 
     def execute(self, event_data: Any) -> bool:
         turn = event_data.args[0]
@@ -52,7 +52,7 @@ class GuardedTransition(Transition):  # type: ignore[misc]
                 return False
         if self.limit is not None and turn.taken.get(self.key, 0) >= self.limit:
             return False
-        turn.on_transition(self.source, self.dest, event_data.event.name)
+        turn.on_transition(self.source, self.dest, event_data.event.name, self.key)
         event_data.model.state = self.dest
         return True
 

@@ -23,9 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import cache, cached_property, lru_cache
 from importlib import resources
 from pathlib import Path
-from re import _constants as sre  # type: ignore[attr-defined]
-from re import _parser as sre_parse  # type: ignore[attr-defined]
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
@@ -35,6 +33,8 @@ from .errors import BrainError, ConfigError
 from .yaml_lines import YamlProblem, line_at, load_yaml_file, load_yaml_text
 
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
+
+_T = TypeVar("_T")
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
@@ -60,33 +60,7 @@ def _regex(value: Any) -> re.Pattern[str]:
         raise ValueError(f"bad regex {value!r}: {exc}; fix the pattern") from None
 
 
-Regex = Annotated[re.Pattern[str], PlainValidator(_regex)]
-
-
-def _needed(items: Any) -> frozenset[str] | None:
-    """Strings one of which every match of the parsed regex contains (``None``: unknown)."""
-    best: frozenset[str] | None = None
-    run = ""
-    for op, arg in [*items, (None, None)]:
-        if op is sre.LITERAL:
-            run += chr(arg)
-            continue
-        found = frozenset([run]) if run else None
-        run = ""
-        if op is sre.SUBPATTERN:
-            found = _longer(found, _needed(arg[-1]))
-        elif op is sre.BRANCH and all(alts := [_needed(a) for a in arg[1]]):
-            found = _longer(found, frozenset().union(*alts))  # type: ignore[arg-type]
-        elif op in (sre.MAX_REPEAT, sre.MIN_REPEAT) and arg[0] >= 1:
-            found = _longer(found, _needed(arg[2]))
-        best = _longer(best, found)
-    return best
-
-
-def _longer(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str] | None:
-    if a is None or b is None:
-        return a or b
-    return a if min(map(len, a)) >= min(map(len, b)) else b
+_Regex = Annotated[re.Pattern[str], PlainValidator(_regex)]
 
 
 def _fields_of(template: str) -> frozenset[str]:
@@ -127,32 +101,14 @@ class Variant(Text):
     items: dict[str, Text] = {}
 
 
-class _Patterns(_Rules):
-    patterns: list[Regex] = Field(min_length=1)
-
-    @cached_property
-    def gate(self) -> frozenset[str] | None:
-        """Strings one of which a message must contain to match (``None``: no pre-check)."""
-        try:
-            found = [None if p.flags & re.I else _needed(sre_parse.parse(p.pattern))
-                     for p in self.patterns]
-        except Exception:  # re's internal parser changed: do without the pre-check
-            return None
-        return None if None in found else frozenset().union(*found)  # type: ignore[arg-type]
-
-    def may_match(self, low: str) -> bool:
-        """False when no pattern can match ``low``: none of the gate strings is in it."""
-        gate = self.gate
-        return gate is None or any(word in low for word in gate)
-
-
-class IntentRule(_Patterns):
+class IntentRule(_Rules):
     """Patterns that classify a message as ``name``, and regexes that fill its slots."""
 
     name: str = Field(min_length=1)
     confidence: float = Field(ge=0.0, le=1.0)
     needs_tools: bool = False
-    extract: list[Regex] = []
+    patterns: list[_Regex] = Field(min_length=1)
+    extract: list[_Regex] = []
     normalize: dict[str, Literal["upper", "lower", "warehouse_code"]] = {}
     parameters: dict[str, Any] = {}
 
@@ -166,7 +122,7 @@ class IntentRule(_Patterns):
 
     def matches(self, low: str) -> bool:
         """Whether the lower-cased message belongs to this intent."""
-        return self.may_match(low) and any(p.search(low) for p in self.patterns)
+        return any(p.search(low) for p in self.patterns)
 
     def slots(self, text: str, low: str) -> dict[str, Any]:
         """Slots from the extract regexes' named groups; the first value of each wins."""
@@ -234,10 +190,11 @@ class PlannedCall(_Rules):
         return args
 
 
-class MemoryRule(_Patterns):
+class MemoryRule(_Rules):
     """A memory update taken from a message matching ``patterns``, and how to acknowledge it."""
 
     key: str = Field(min_length=1)
+    patterns: list[_Regex] = Field(min_length=1)
     value: str | None = None
     values: dict[str, str] = {}
     memory_type: Literal["preference", "fact", "progress", "correction"] = "preference"
@@ -289,21 +246,19 @@ class RuleBook(_Rules):
         Raises:
             ConfigError: unreadable or malformed; names the file, line and field.
         """
-        try:
-            return cls._from_doc(load_yaml_file(path), str(path))
-        except YamlProblem as exc:
-            raise ConfigError(f"{path}:{exc.line or 1}: {exc.problem}") from None
+        return cls._load(lambda: load_yaml_file(path), str(path))
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<rules>") -> RuleBook:
         """Load rules from YAML text; ``source`` names it in errors (raises ConfigError)."""
-        try:
-            return cls._from_doc(load_yaml_text(text, source), source)
-        except YamlProblem as exc:
-            raise ConfigError(f"{source}:{exc.line or 1}: {exc.problem}") from None
+        return cls._load(lambda: load_yaml_text(text, source), source)
 
     @classmethod
-    def _from_doc(cls, doc: Any, source: str) -> RuleBook:
+    def _load(cls, read: Callable[[], Any], source: str) -> RuleBook:
+        try:
+            doc = read()
+        except YamlProblem as exc:
+            raise ConfigError(f"{source}:{exc.line or 1}: {exc.problem}") from None
         if not isinstance(doc, dict):
             raise ConfigError(f"{source}: a rules file is a mapping with intents, plans, "
                               "answers and memory; start from hermes_fsm/data/rules.yaml")
@@ -321,8 +276,9 @@ class RuleBook(_Rules):
 
     def _cross_check(self) -> list[tuple[tuple[Any, ...], str]]:
         names = {rule.name for rule in self.intents}
-        problems = [(("plans", i), f"plans for unknown intent {i!r}; intents are "
-                     f"{', '.join(sorted(names))}") for i in self.plans if i not in names]
+        problems: list[tuple[tuple[Any, ...], str]] = [
+            (("plans", i), f"plans for unknown intent {i!r}; intents: {', '.join(sorted(names))}")
+            for i in self.plans if i not in names]
         for intent, calls in self.plans.items():
             problems += [(("plans", intent, n, "tool"), f"no answer template for tool "
                           f"{c.tool!r}; add answers.tools.{c.tool} (en and zh)")
@@ -367,12 +323,12 @@ class RuleBook(_Rules):
         sep, ctx = getattr(self.separator, lang), {}
         for key, value in values.items():
             item = getattr(items[key], lang) if key in items else None
-            if isinstance(value, Mapping):
+            if isinstance(value, dict):
                 parts = [(item or "{key_label}: {value}").format(
                     key=k, key_label=self.label(k, lang), value=v) for k, v in value.items()]
-            elif isinstance(value, list | tuple):
+            elif isinstance(value, (list, tuple)):
                 parts = [item.format_map(self._context(v, lang, {}))
-                         if item and isinstance(v, Mapping) else str(v) for v in value]
+                         if item and isinstance(v, dict) else str(v) for v in value]
             else:
                 ctx[key], ctx[f"{key}_label"] = value, self.label(value, lang)
                 continue
@@ -417,8 +373,14 @@ def _allowed_fields(loc: Sequence[Any]) -> str:
     return ", ".join(kind.model_fields) if is_model else "see hermes_fsm/data/rules.yaml"
 
 
+def _cached(fn: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``fn`` (a pure function of a message) with short messages cached: repeats are free."""
+    cached = lru_cache(maxsize=4096)(fn)
+    return lambda text: cached(text) if len(text) <= 1000 else fn(text)
+
+
 def _get(obj: Any, name: str, default: Any = None) -> Any:
-    return obj.get(name, default) if isinstance(obj, Mapping) else getattr(obj, name, default)
+    return obj.get(name, default) if isinstance(obj, dict) else getattr(obj, name, default)
 
 
 class RulesBrain:
@@ -436,9 +398,8 @@ class RulesBrain:
             "intent": self._intent, "plan": self._plan,
             "response": self._response, "memory_commit": self._memory_commit,
         }
-        # pure functions of the text, cached: a repeated message costs a dict lookup
-        self._classify = lru_cache(maxsize=4096)(self._classify_text)
-        self._memories = lru_cache(maxsize=4096)(self._find_memories)
+        self._classify = _cached(self._classify_text)
+        self._memories = _cached(self._find_memories)
 
     @classmethod
     def from_file(cls, path: str | Path) -> RulesBrain:
@@ -473,11 +434,18 @@ class RulesBrain:
         return self.rules.fallback.name, {"lang": lang}, self.rules.fallback.confidence, False
 
     def _plan(self, request: BrainRequest) -> dict[str, Any]:
-        intent = request.outputs.get("intent")
-        if "result_report" in request.outputs or intent is None:
-            return {"tool_calls": []}  # a second round: the rules never need more tools
-        params = _get(intent, "parameters") or {}
+        intent, outputs = request.outputs.get("intent"), request.outputs
         tools = {tool.name: tool for tool in request.tools}
+        if "result_report" in outputs:  # a later round: only retry calls that may pass now
+            done = zip(_get(outputs.get("plan"), "tool_calls") or (),
+                       _get(outputs.get("execution_results"), "results") or (), strict=False)
+            return {"tool_calls": [
+                {**call.model_dump(), "reasoning_trace": f"Retry: {result.message}"}
+                for call, result in done
+                if not result.success and result.retryable and call.tool_name in tools]}
+        if intent is None:
+            return {"tool_calls": []}
+        params = _get(intent, "parameters") or {}
         calls: list[tuple[PlannedCall, dict[str, Any]]] = []
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             tool = tools.get(planned.tool)
@@ -502,16 +470,16 @@ class RulesBrain:
             if tool is None:  # not a tool's result (e.g. recalled memory)
                 continue
             said = rules.say(answers.tools.get(tool, ()), lang, output) \
-                if isinstance(output, Mapping) else None
+                if isinstance(output, dict) else None
             parts.append(said or rules.say(answers.generic, lang, {
                 "tool": tool, "output": json.dumps(output, ensure_ascii=False, default=str)}))
             evidence.append(fact.id)
-        results = _get(outputs.get("execution_results"), "results")
-        if results is not None:  # the failed calls, with their tool and error
-            failures = [{"tool": r.tool_name, "error_code": r.error_code,
-                         "message": r.message.rstrip(". 。")} for r in results if not r.success]
-        else:
-            failures = [{"message": str(v).rstrip(". 。")} for v in _get(report, "violations") or ()]
+        results = _get(outputs.get("execution_results"), "results") or ()
+        failures = [{"tool": r.tool_name, "error_code": r.error_code,
+                     "message": r.message.rstrip(". 。")} for r in results if not r.success]
+        if not failures:  # no failed call at hand: the report's violations say what broke
+            violations = _get(report, "violations") or ()
+            failures = [{"message": str(v).rstrip(". 。")} for v in violations]
         parts += [rules.say(answers.failure, lang, f) for f in failures]
         if not parts:
             parts = [self._answer_without_facts(request, intent, params, lang)]
@@ -530,21 +498,25 @@ class RulesBrain:
             if memory := [a for a in acks if a]:
                 params["memory"] = getattr(self.rules.separator, lang).join(memory)
             return say(answers.replies.get(name, ()), lang, params)
-        if _get(request.outputs.get("plan"), "tool_calls"):
-            return say(answers.no_facts, lang, params)
         planned = self.rules.plans.get(name, [])
         if missing := [s for p in planned for s in p.required if s not in params]:
-            if said := say(answers.ask.get(name, ()), lang, {**params, "missing": ", ".join(missing)}):
-                return said
-        return say(answers.unavailable, lang, {**params, "tool": planned[0].tool} if planned
-                   else params)
+            asked = say(answers.ask.get(name, ()), lang, {**params, "missing": ", ".join(missing)})
+            if asked:
+                return asked
+        tools = {tool.name for tool in request.tools}
+        if planned and not any(p.tool in tools for p in planned):
+            return say(answers.unavailable, lang, {**params, "tool": planned[0].tool})
+        outputs = request.outputs
+        if "result_report" in outputs or _get(outputs.get("plan"), "tool_calls"):
+            return say(answers.no_facts, lang, params)
+        return say(answers.unavailable, lang, params)  # e.g. planning failed
 
     def _find_memories(self, text: str) -> tuple[tuple[MemoryRule, str], ...]:
         """(rule, value) per memory rule that matches; a rule never re-uses matched text."""
         taken: list[tuple[int, int]] = []
         found, low = [], text.lower()
         for rule in self.rules.memory:
-            for pattern in rule.patterns if rule.may_match(low) else ():
+            for pattern in rule.patterns:
                 match = pattern.search(low)
                 if match is None or any(match.start() < e and s < match.end() for s, e in taken):
                     continue

@@ -2,6 +2,12 @@
 
 Creating one is a few attribute writes: no machine is built per session (see
 :mod:`hermes_fsm.machine`).
+
+The in-process event log keeps each event as its JSON line (bytes), not as a live object:
+tens of events per turn kept as objects would make Python's garbage collector rescan an
+ever-growing heap (measured: more than half the engine's time after a few thousand
+turns), and JSON is what recordings and durable stores hold anyway. Reading the log
+parses the lines back into events.
 """
 
 from __future__ import annotations
@@ -9,7 +15,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .events import Event
+from .events import EVENT_ADAPTER, Event
 
 __all__ = ["Session"]
 
@@ -26,14 +32,14 @@ class Session:
         history: its messages (``role``, ``content``), oldest first.
     """
 
-    __slots__ = ("_lock", "busy", "events", "history", "seq", "session_id", "state", "user_id")
+    __slots__ = ("_lock", "_log", "busy", "history", "seq", "session_id", "state", "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str) -> None:
         self.session_id = session_id
         self.user_id = user_id
         self.state = state
         self.seq = 0
-        self.events: list[Event] = []
+        self._log: list[bytes] = []
         self.history: list[dict[str, str]] = []
         self.busy = False
         self._lock: asyncio.Lock | None = None
@@ -53,6 +59,24 @@ class Session:
         self.history.append({"role": role, "content": content})
         if len(self.history) > window:
             del self.history[: len(self.history) - window]
+
+    def record(self, events: list[Event]) -> None:
+        """Append events to the log (in order; the engine does this as a turn ends)."""
+        self._log.extend(e.__pydantic_serializer__.to_json(e) for e in events)
+
+    @property
+    def events(self) -> list[Event]:
+        """The whole event log, parsed."""
+        return self.events_after(0)
+
+    def events_after(self, seq: int) -> list[Event]:
+        """The events with a sequence number above ``seq`` (events are numbered from 1)."""
+        # line i holds event i + 1; a running turn's events are recorded when it ends
+        return [EVENT_ADAPTER.validate_json(line) for line in self._log[max(seq, 0):]]
+
+    def event_lines(self) -> list[bytes]:
+        """The log as JSON lines, one event each (what a recording holds)."""
+        return list(self._log)
 
     def turn_events(self, turn_id: str) -> list[Event]:
         """The events of one turn of this session."""

@@ -99,7 +99,7 @@ class TurnContext:
         self.by_contract: dict[str, Contract] = {}
         self.output: Any = None
         self.output_state: str | None = None
-        self.taken: dict[str, int] = {}
+        self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events: list[Event] = []
         self.routes = 0
@@ -118,29 +118,36 @@ class TurnContext:
         fields["session_id"] = self.session_id
         fields["turn_id"] = self.turn_id
         fields["seq"] = session.seq
-        fields["at"] = self.services.clock.now()
+        if "at" not in fields:
+            fields["at"] = self.services.clock.now()
         event = make_event(kind, fields)
         self.events.append(event)
-        session.events.append(event)
         for sink in self.services.sinks:
             sink.emit(event)
         return event
 
-    def on_transition(self, source: str, dest: str, trigger: str) -> None:
-        """Called by the machine as a transition fires: exit/entry events, counters."""
+    def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
+        """Called by the machine as a transition fires: exit/entry events, counters.
+
+        ``key`` identifies the transition for per-turn limits.
+        """
         now = time.perf_counter()
+        at = self.services.clock.now()  # leaving one state and entering the next: one instant
         self.emit(StateExited, state=source, trigger=trigger, dest=dest,
-                  duration_ms=(now - self._entered) * 1000.0)
+                  duration_ms=(now - self._entered) * 1000.0, at=at)
         self._entered = now
-        key = f"{source}->{dest}"
-        self.taken[key] = self.taken.get(key, 0) + 1
-        self.attempt = self.attempt + 1 if trigger == "retry" else 1
-        if trigger != "retry":
+        taken = self.taken
+        taken[key] = taken.get(key, 0) + 1  # type: ignore[index]
+        if trigger == "retry":
+            self.attempt += 1
+        else:
+            self.attempt = 1
             self.repair = None
         self.output = None
         self.output_state = None
         self.path.append(dest)
-        self.emit(StateEntered, state=dest, source=source, trigger=trigger, attempt=self.attempt)
+        self.emit(StateEntered, state=dest, source=source, trigger=trigger, attempt=self.attempt,
+                  at=at)
 
     # --- what handlers use --------------------------------------------------------------
 

@@ -256,6 +256,7 @@ async def test_the_result_to_planning_loop_stops_at_its_bound(make_orchestrator)
     assert result.path.count("RESULT") == 5
     reports = [e for e in kinds(result, "state_output") if e.state == "RESULT"]
     assert all(r.output["needs_more_tools"] for r in reports)
+    assert len(reports[-1].output["violations"]) == 5  # every round's failure stays known
     assert result.path[-3:] == ["RESPONSE", "MEMORY_COMMIT", "IDLE"]
     finished = kinds(result, "tool_call_finished")
     assert [f.error["error_code"] for f in finished] == ["TIMEOUT"] * 5

@@ -75,22 +75,21 @@ async def turn(text: str, registry: ToolRegistry | None = None) -> dict[str, Any
     registry = registry or build_demo_registry()
     outputs: dict[str, Any] = {"intent": await intent_of(text)}
     outputs["plan"] = plan = await plan_for(text, registry)
-    fact_ids: set[str] = set()
     if plan.tool_calls:
-        outputs["execution_results"], report = run_calls(plan, registry)
-        outputs["result_report"] = report
-        fact_ids = {fact.id for fact in report.facts}
-    raw = await decide("response", text, outputs)
-    outputs["response"] = Response.validate_output(raw, {"fact_ids": fact_ids})
+        outputs["execution_results"], outputs["result_report"] = run_calls(plan, registry)
+    outputs["response"] = await respond(text, outputs, registry)
     outputs["memory_commit"] = MemoryCommit.validate_output(
-        await decide("memory_commit", text, outputs))
+        await decide("memory_commit", text, outputs, registry.describe()))
     return outputs
 
 
-async def respond(text: str, outputs: dict[str, Any]) -> Response:
+async def respond(text: str, outputs: dict[str, Any],
+                  registry: ToolRegistry | None = None) -> Response:
+    """The answer, validated against this turn's fact ids (the engine passes every tool)."""
     report = outputs.get("result_report")
     fact_ids = {f.id for f in report.facts} if report is not None else set()
-    raw = await decide("response", text, outputs)
+    tools = (registry or build_demo_registry()).describe()
+    raw = await decide("response", text, outputs, tools)
     return Response.validate_output(raw, {"fact_ids": fact_ids})  # type: ignore[return-value]
 
 
@@ -142,6 +141,12 @@ async def test_intent_omits_the_warehouse_when_none_is_said() -> None:
                                                                           "lang": "en"}
 
 
+async def test_do_you_have_questions_are_stock_questions() -> None:
+    intent = await intent_of("Do you have B2002 in the north warehouse?")
+    assert intent.intent_type == "inventory_query"
+    assert intent.parameters == {"sku": "B2002", "warehouse": "north", "lang": "en"}
+
+
 @pytest.mark.parametrize(("text", "warehouse"), [
     ("how many B2001 in the north china warehouse", "north"),
     ("A1002 在西南仓有多少库存", "west"),
@@ -164,7 +169,8 @@ async def test_chinese_reminder_request_gives_text_and_due() -> None:
     assert intent.parameters == {"text": "给张三打电话", "due": "明天九点", "lang": "zh"}
 
 
-@pytest.mark.parametrize("text", ["what are my reminders", "我的提醒", "show all reminders"])
+@pytest.mark.parametrize("text", ["what are my reminders", "我的提醒", "show all reminders",
+                                  "how many reminders do I have?"])
 async def test_reminder_questions_are_list_reminders(text: str) -> None:
     intent = await intent_of(text)
     assert intent.intent_type == "list_reminders" and intent.needs_tools
@@ -220,9 +226,32 @@ async def test_plan_is_empty_for_an_intent_that_needs_no_tool() -> None:
 async def test_second_planning_round_plans_nothing_new() -> None:
     registry = build_demo_registry()
     first = await plan_for(EN_STOCK, registry)
-    _, report = run_calls(first, registry)
-    outputs = {"intent": await intent_of(EN_STOCK), "plan": first, "result_report": report}
+    results, report = run_calls(first, registry)
+    outputs = {"intent": await intent_of(EN_STOCK), "plan": first, "execution_results": results,
+               "result_report": report}
     assert await decide("plan", EN_STOCK, outputs, registry.describe()) == {"tool_calls": []}
+
+
+async def test_later_round_retries_only_the_calls_that_failed_retryably() -> None:
+    registry = build_demo_registry()
+    first = Plan.validate_output({"tool_calls": [
+        {"tool_name": "inventory_lookup", "arguments": {"sku": "A1001"}, "reasoning_trace": "a"},
+        {"tool_name": "list_reminders", "arguments": {}, "reasoning_trace": "b"},
+        {"tool_name": "inventory_lookup", "arguments": {"sku": "Z9"}, "reasoning_trace": "c"}]})
+    results = ExecutionResults(results=[
+        ToolFailure(call_id="c1", tool_name="inventory_lookup", error_code="TIMEOUT",
+                    message="inventory_lookup did not answer within 10s", retryable=True),
+        ToolSuccess(call_id="c2", tool_name="list_reminders", output={"reminders": []}),
+        ToolFailure(call_id="c3", tool_name="inventory_lookup", error_code="TOOL_ERROR",
+                    message="no product", retryable=False)])
+    report = ResultReport(facts=[], violations=["c1 timed out"], needs_more_tools=True)
+    outputs = {"intent": await intent_of(EN_STOCK), "plan": first, "execution_results": results,
+               "result_report": report}
+    plan = Plan.validate_output(await decide("plan", EN_STOCK, outputs, registry.describe()),
+                                {"tool_catalog": registry})
+    assert [(c.tool_name, c.arguments) for c in plan.tool_calls] == [  # type: ignore[attr-defined]
+        ("inventory_lookup", {"sku": "A1001"})]
+    assert "did not answer" in plan.tool_calls[0].reasoning_trace  # type: ignore[attr-defined]
 
 
 async def test_repair_drops_the_call_the_refusal_names_as_unknown() -> None:
@@ -325,6 +354,11 @@ async def test_a_missing_slot_is_asked_for() -> None:
     assert out["response"].text == "要在什么时候提醒你买牛奶?"
 
 
+async def test_a_failed_planning_is_said_honestly() -> None:
+    response = await respond(EN_STOCK, {"intent": await intent_of(EN_STOCK)})
+    assert response.text == "Sorry, I couldn't do that this time; please try again."
+
+
 async def test_an_unavailable_tool_is_said_so() -> None:
     registry = ToolRegistry([build_demo_registry().get("list_reminders")])
     out = await turn(EN_STOCK, registry)
@@ -418,7 +452,7 @@ def test_unknown_field_is_named_with_its_line_and_the_allowed_fields(tmp_path: P
         RuleBook.from_file(path)
     message = str(error.value)
     assert f"{path}:3: intents[0].confidense: unknown field 'confidense'" in message
-    assert "allowed: patterns, name, confidence" in message
+    assert "allowed: name, confidence, needs_tools, patterns," in message
     assert f"{path}:2: intents[0].confidence: this required field is missing" in message
 
 
