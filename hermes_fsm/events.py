@@ -15,12 +15,16 @@ True
 from __future__ import annotations
 
 from datetime import datetime
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_json
 
 __all__ = [
+    "EVENTS_ADAPTER",
     "EVENT_ADAPTER",
+    "EventList",
     "BrainCall",
     "ContractViolation",
     "Event",
@@ -228,34 +232,101 @@ Event = Annotated[
 """Any event; parse one with ``EVENT_ADAPTER.validate_json(line)``."""
 
 EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+"""Parses a JSON array of events (a turn's batch in the session log)."""
 
 _new = object.__new__
 _set = object.__setattr__
 _TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str]]] = {}
 
 
-def make_event(kind: type[_Event], fields: dict[str, Any]) -> Any:
-    """Build an event from fields the engine itself produced, without re-validating them.
+def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
+    """The field values of an event of ``kind``: defaults filled, in declared order.
 
-    Pydantic validation of ~20 events per turn would cost more than the rest of the engine;
-    the fields here come from our own code, not from outside, and the test suite checks that
-    every event a turn emits validates against its model (``EVENT_ADAPTER``). Defaults are
-    filled and fields keep their declared order, so serialization is as from ``kind(...)``.
+    Raises:
+        TypeError: a field the event does not have (a bug in the emitting code).
     """
     template = _TEMPLATES.get(kind)
     if template is None:
-        values = {name: (None if info.is_required() else info.get_default(call_default_factory=True))
+        values = {name: (None if info.is_required()
+                         else info.get_default(call_default_factory=True))
                   for name, info in kind.model_fields.items()}
         template = _TEMPLATES[kind] = (values, set(values))
-    values, names = template
+    values, _ = template
     data = values.copy()
     data.update(fields)
     if len(data) != len(values):
-        unknown = sorted(set(fields) - names)
+        unknown = sorted(set(fields) - template[1])
         raise TypeError(f"{kind.__name__} has no field(s) {unknown}")
+    return data
+
+
+def make_event(kind: type[_Event], data: dict[str, Any]) -> Any:
+    """An event object over ``data`` (from :func:`event_data`), without re-validating it.
+
+    Pydantic validation of ~20 events per turn would cost more than the rest of the engine;
+    the fields come from our own code, not from outside, and the test suite checks that
+    every event a turn emits validates against its model (``EVENT_ADAPTER``).
+    """
     event = _new(kind)
     _set(event, "__dict__", data)
-    _set(event, "__pydantic_fields_set__", names)
+    _set(event, "__pydantic_fields_set__", _TEMPLATES[kind][1])
     _set(event, "__pydantic_extra__", None)
     _set(event, "__pydantic_private__", None)
     return event
+
+
+class EventList(Sequence[Any]):
+    """A turn's events, kept as field dicts and made into event objects on first read.
+
+    Most events of a busy service are written and never read back as objects; building
+    each one costs more than the rest of a state's work, so it happens only when needed
+    (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
+    """
+
+    __slots__ = ("_data", "_kinds", "_objects")
+
+    def __init__(self) -> None:
+        self._kinds: list[type[_Event]] = []
+        self._data: list[dict[str, Any]] = []
+        self._objects: list[Any] = []
+
+    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None) -> None:
+        """Append an event given as its kind and field dict (and its object, if built)."""
+        self._kinds.append(kind)
+        self._data.append(data)
+        self._objects.append(event)
+
+    def _build(self, index: int) -> Any:
+        event = self._objects[index]
+        if event is None:
+            event = self._objects[index] = make_event(self._kinds[index], self._data[index])
+        return event
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._build(i) for i in range(*index.indices(len(self._data)))]
+        if index < 0:
+            index += len(self._data)
+        if not 0 <= index < len(self._data):
+            raise IndexError("event index out of range")
+        return self._build(index)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def __iter__(self) -> Any:
+        for i in range(len(self._data)):
+            yield self._build(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"EventList({list(self)!r})"
+
+    def to_json(self) -> bytes:
+        """The batch as one JSON array (the same JSON each event's model would write)."""
+        return to_json(self._data, serialize_unknown=True)

@@ -3,7 +3,8 @@
 Creating one is a few attribute writes: no machine is built per session (see
 :mod:`hermes_fsm.machine`).
 
-The in-process event log keeps each event as its JSON line (bytes), not as a live object:
+The in-process event log keeps each turn's events as one JSON array (bytes), not as live
+objects:
 tens of events per turn kept as objects would make Python's garbage collector rescan an
 ever-growing heap (measured: more than half the engine's time after a few thousand
 turns), and JSON is what recordings and durable stores hold anyway. Reading the log
@@ -15,7 +16,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from .events import EVENT_ADAPTER, Event
+from pydantic_core import from_json, to_json
+
+from .events import EVENTS_ADAPTER, Event, EventList
 
 __all__ = ["Session"]
 
@@ -39,7 +42,7 @@ class Session:
         self.user_id = user_id
         self.state = state
         self.seq = 0
-        self._log: list[bytes] = []
+        self._log: list[tuple[int, int, bytes]] = []  # (first seq, last seq, JSON array)
         self.history: list[dict[str, str]] = []
         self.busy = False
         self._lock: asyncio.Lock | None = None
@@ -60,9 +63,11 @@ class Session:
         if len(self.history) > window:
             del self.history[: len(self.history) - window]
 
-    def record(self, events: list[Event]) -> None:
-        """Append events to the log (in order; the engine does this as a turn ends)."""
-        self._log.extend(e.__pydantic_serializer__.to_json(e) for e in events)
+    def record(self, events: EventList) -> None:
+        """Append a turn's events to the log (the engine does this as a turn ends)."""
+        if len(events):
+            first, last = events._data[0]["seq"], events._data[-1]["seq"]
+            self._log.append((first, last, events.to_json()))
 
     @property
     def events(self) -> list[Event]:
@@ -70,13 +75,16 @@ class Session:
         return self.events_after(0)
 
     def events_after(self, seq: int) -> list[Event]:
-        """The events with a sequence number above ``seq`` (events are numbered from 1)."""
-        # line i holds event i + 1; a running turn's events are recorded when it ends
-        return [EVENT_ADAPTER.validate_json(line) for line in self._log[max(seq, 0):]]
+        """The recorded events with a sequence number above ``seq`` (numbered from 1)."""
+        out: list[Event] = []
+        for _, last, blob in self._log:
+            if last > seq:
+                out.extend(e for e in EVENTS_ADAPTER.validate_json(blob) if e.seq > seq)
+        return out
 
     def event_lines(self) -> list[bytes]:
         """The log as JSON lines, one event each (what a recording holds)."""
-        return list(self._log)
+        return [to_json(item) for _, _, blob in self._log for item in from_json(blob)]
 
     def turn_events(self, turn_id: str) -> list[Event]:
         """The events of one turn of this session."""

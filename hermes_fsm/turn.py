@@ -8,12 +8,12 @@ holds the user's message, the validated outputs of the states so far, the servic
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .contracts import Contract
-from .events import Event, StateEntered, StateExited, make_event
+from .events import Event, EventList, StateEntered, StateExited, event_data, make_event
 
 if TYPE_CHECKING:
     from .brain import Brain
@@ -55,7 +55,7 @@ class TurnResult:
     status: str
     answer: str
     path: list[str]
-    events: list[Event]
+    events: Sequence[Event]
     duration_ms: float
 
     @property
@@ -101,7 +101,7 @@ class TurnContext:
         self.output_state: str | None = None
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
-        self.events: list[Event] = []
+        self.events = EventList()
         self.routes = 0
         self.memory: str | None = None
         self.history = tuple(session.history)  # a snapshot: the turn appends later
@@ -111,7 +111,7 @@ class TurnContext:
 
     # --- events -----------------------------------------------------------------------
 
-    def emit(self, kind: type[Event], **fields: Any) -> Event:  # type: ignore[valid-type]
+    def emit(self, kind: type[Event], **fields: Any) -> None:  # type: ignore[valid-type]
         """Build an event of ``kind`` for this turn, log it on the session, send it to sinks."""
         session = self.session
         session.seq += 1
@@ -120,11 +120,15 @@ class TurnContext:
         fields["seq"] = session.seq
         if "at" not in fields:
             fields["at"] = self.services.clock.now()
-        event = make_event(kind, fields)
-        self.events.append(event)
-        for sink in self.services.sinks:
-            sink.emit(event)
-        return event
+        data = event_data(kind, fields)
+        sinks = self.services.sinks
+        if sinks:
+            event = make_event(kind, data)
+            self.events.add(kind, data, event)
+            for sink in sinks:
+                sink.emit(event)
+        else:
+            self.events.add(kind, data)
 
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.

@@ -398,3 +398,15 @@ async def test_every_event_a_turn_emits_validates_against_its_model(make_orchest
     for event in result.events:
         assert EVENT_ADAPTER.validate_python(event.model_dump()) == event
         assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
+
+
+async def test_the_session_log_holds_exactly_the_turn_events_as_json(make_orchestrator):
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(plan=[PLAN_LOOKUP])))
+    first = await orchestrator.run_turn("s1", "How many A1001?")
+    second = await orchestrator.run_turn("s1", "again")
+    session = orchestrator.session("s1")
+    expected = [*first.events, *second.events]
+    assert session.events == expected
+    assert session.event_lines() == [e.model_dump_json().encode() for e in expected]
+    assert session.events_after(len(first.events)) == list(second.events)
+    assert session.events_after(len(expected)) == []
