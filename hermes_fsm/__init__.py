@@ -70,4 +70,6 @@ __all__ = [
     "UsageError",
     "UuidIds",
     "__version__",
+    "load_graph",
+    "parse_graph",
 ]

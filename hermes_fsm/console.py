@@ -22,7 +22,7 @@ def _short(value: Any, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def format_event(event: Event) -> str | None:  # noqa: PLR0911 - one branch per kind
+def format_event(event: Event) -> str | None:
     """One line (or ``None`` for events not worth a line) describing ``event``."""
     e: Any = event
     kind = e.kind
@@ -40,7 +40,8 @@ def format_event(event: Event) -> str | None:  # noqa: PLR0911 - one branch per 
         return (f"    ✗ {e.contract} refused attempt {e.attempt}: {where}: "
                 f"{first.get('msg', '?')} ({len(e.errors)} error(s))")
     if kind == "retry":
-        return f"    ↻ retry {e.state} (attempt {e.attempt}) after {e.reason}, wait {e.delay_s:.2f}s"
+        return (f"    ↻ retry {e.state} (attempt {e.attempt}) after {e.reason}, "
+                f"wait {e.delay_s:.2f}s")
     if kind == "route_taken":
         return f"    ⤳ {e.state} gave up after {e.attempts} attempt(s) ({e.reason}) → {e.dest}"
     if kind == "timed_out":

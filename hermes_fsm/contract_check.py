@@ -87,8 +87,8 @@ def export_contracts(registry: ContractRegistry, directory: str | Path,
                 continue
         pending.append((path, text))
     if problems:
-        raise ContractCheckFailed(problems + ["nothing was written; bump the versions "
-                                              "(or pass --force to export anyway)"])
+        raise ContractCheckFailed([*problems, "nothing was written; bump the versions "
+                                   "(or pass --force to export anyway)"])
     for path, text in pending:
         path.write_text(text, encoding="utf-8")
     return [path for path, _ in pending]

@@ -72,7 +72,8 @@ def build_demo_registry() -> ToolRegistry:
         reminders.append(reminder)
         return dict(reminder)
 
-    @registry.tool(description="List the reminders created so far. Use it when asked about reminders.")
+    @registry.tool(
+        description="List the reminders created so far. Use it when asked about reminders.")
     def list_reminders() -> dict[str, Any]:
         return {"reminders": [dict(r) for r in reminders]}
 

@@ -41,7 +41,8 @@ def edges(graph: Graph) -> list[Edge]:
     out = [Edge(t.source, t.dest, t.trigger, _label(t)) for t in graph.transitions]
     for s in graph.states.values():
         if s.handler is not None and s.retry.max_attempts > 1:
-            out.append(Edge(s.name, s.name, "retry", f"retry (max {s.retry.max_attempts} attempts)"))
+            label = f"retry (max {s.retry.max_attempts} attempts)"
+            out.append(Edge(s.name, s.name, "retry", label))
     for name, route in graph.failure_routes():
         out.append(Edge(name, route, "fail", "fail"))
     return out

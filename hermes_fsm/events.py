@@ -14,8 +14,8 @@ True
 
 from __future__ import annotations
 
-from datetime import datetime
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -24,10 +24,10 @@ from pydantic_core import to_json
 __all__ = [
     "EVENTS_ADAPTER",
     "EVENT_ADAPTER",
-    "EventList",
     "BrainCall",
     "ContractViolation",
     "Event",
+    "EventList",
     "HandlerFailed",
     "MemoryWrite",
     "Retry",

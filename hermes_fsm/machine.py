@@ -27,7 +27,7 @@ __all__ = ["GraphEvent", "GraphMachine", "GuardedTransition"]
 logging.getLogger("transitions").setLevel(logging.WARNING)
 
 
-class GuardedTransition(Transition):  # type: ignore[misc]
+class GuardedTransition(Transition):
     """A transition that refuses to fire a completion (``done``) for an unvalidated output.
 
     The engine validates a state's output against its contract and stores it on the
@@ -57,7 +57,7 @@ class GuardedTransition(Transition):  # type: ignore[misc]
         return True
 
 
-class GraphEvent(Event):  # type: ignore[misc]
+class GraphEvent(Event):
     """``Event.trigger`` without the queue, prepare/finalize hooks and partials we never use.
 
     The machine is built with none of them (no queue, no ``prepare_event``,
@@ -78,7 +78,7 @@ class GraphEvent(Event):  # type: ignore[misc]
         return False
 
 
-class GraphMachine(Machine):  # type: ignore[misc]
+class GraphMachine(Machine):
     """A ``transitions.Machine`` holding a :class:`~hermes_fsm.graph.Graph` and no models."""
 
     transition_cls = GuardedTransition
@@ -112,12 +112,12 @@ class GraphMachine(Machine):  # type: ignore[misc]
         self._events_by_name = dict(self.events)
 
     def fire(self, trigger: str, session: Any, turn: Any) -> bool:
-        """Fire ``trigger`` for ``session`` (which carries ``.state``); True when a transition ran."""
+        """Fire ``trigger`` for ``session`` (carrying ``.state``); True when a transition ran."""
         return bool(self._events_by_name[trigger].trigger(session, turn))
 
-    def edges(self) -> list[tuple[str, str, str]]:
+    def edges(self) -> list[tuple[str, str, str | None]]:
         """Every ``(trigger, source, dest)`` of the machine, derived ones included."""
-        out = []
+        out: list[tuple[str, str, str | None]] = []
         for name, event in self.events.items():
             for source, transitions in event.transitions.items():
                 out.extend((name, source, t.dest) for t in transitions)

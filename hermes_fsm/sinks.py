@@ -6,7 +6,7 @@ event. Sinks must not raise: a failing sink would fail the turn.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import structlog
 
@@ -40,8 +40,10 @@ class StructlogSink:
             structlog for JSON (production) or console rendering as usual.
     """
 
-    _LEVELS = {"contract_violation": "warning", "handler_failed": "warning",
-               "timed_out": "warning", "route_taken": "warning"}
+    _LEVELS: ClassVar[dict[str, str]] = {
+        "contract_violation": "warning", "handler_failed": "warning",
+        "timed_out": "warning", "route_taken": "warning",
+    }
 
     def __init__(self, logger: Any = None) -> None:
         self.logger = logger or structlog.get_logger("hermes_fsm")

@@ -181,7 +181,8 @@ class MemoryUpdate(Contract):
     value: Any = None
     memory_type: Literal["preference", "fact", "progress", "correction"] = "fact"
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
-    evidence: str = Field(min_length=1, description="Where it came from: 'user_message', a fact id.")
+    evidence: str = Field(min_length=1,
+                          description="Where it came from: 'user_message', a fact id.")
 
 
 class MemoryCommit(Contract):

@@ -111,7 +111,7 @@ class TurnContext:
 
     # --- events -----------------------------------------------------------------------
 
-    def emit(self, kind: type[Event], **fields: Any) -> None:  # type: ignore[valid-type]
+    def emit(self, kind: type[Event], **fields: Any) -> None:
         """Build an event of ``kind`` for this turn, log it on the session, send it to sinks."""
         session = self.session
         session.seq += 1
@@ -141,7 +141,7 @@ class TurnContext:
                   duration_ms=(now - self._entered) * 1000.0, at=at)
         self._entered = now
         taken = self.taken
-        taken[key] = taken.get(key, 0) + 1  # type: ignore[index]
+        taken[key] = taken.get(key, 0) + 1
         if trigger == "retry":
             self.attempt += 1
         else:

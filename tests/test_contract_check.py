@@ -85,7 +85,7 @@ def test_a_bumped_breaking_change_exports_and_then_checks_clean(schemas):
     narrowed = intent_variant("2.0.0", **{**BASE_FIELDS,
                                           "confidence": (float, Field(ge=0.5, le=1.0))})
     registry = registry_with(narrowed)
-    with pytest.raises(ContractCheckFailed, match="run 'hermes-fsm contracts export'"):
+    with pytest.raises(ContractCheckFailed, match=r"run 'hermes-fsm contracts export'"):
         check_contracts(registry, schemas)
     assert export_contracts(registry, schemas) == [schemas / "intent.json"]
     assert check_contracts(registry, schemas) == 11
@@ -123,12 +123,12 @@ def test_a_schema_without_a_contract_fails_the_check(schemas):
 def test_a_corrupt_schema_file_is_a_clear_error(schemas, content):
     (schemas / "intent.json").write_text(content)
     changed = intent_variant("1.0.1", **{**BASE_FIELDS, "note": (str | None, None)})
-    with pytest.raises(ContractError, match="intent.json"):
+    with pytest.raises(ContractError, match=r"intent\.json"):
         check_contracts(registry_with(changed), schemas)
 
 
 def test_contract_versions_must_be_semver():
-    with pytest.raises(ContractError, match="MAJOR.MINOR.PATCH"):
+    with pytest.raises(ContractError, match=r"MAJOR\.MINOR\.PATCH"):
         ContractRegistry([intent_variant("1.0", **BASE_FIELDS)])
 
 
