@@ -4,8 +4,11 @@
 
     hermes-fsm run "How many A1001 are left in the east warehouse?"   # one turn, events live
     hermes-fsm chat                                                   # a conversation
-    hermes-fsm graph --format mermaid                                 # draw the graph
-    hermes-fsm contracts export | check                               # state contract schemas
+    hermes-fsm graph --format mermaid                                 # or dot, svg, html
+    hermes-fsm run --record out/ "..."                                # and write a recording
+    hermes-fsm view out/<session>.jsonl --out page.html               # the recording over the graph
+    hermes-fsm contracts export | check                               # state and tool contracts
+    hermes-fsm mcp list [--json]                                      # MCP servers and health
 
 Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
 embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
@@ -21,6 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .cli_view import (
+    GRAPH_FORMATS,
+    add_record_option,
+    add_view_parser,
+    attach_recording,
+    render_graph,
+    run_view,
+)
 from .config import HermesConfig, load_config
 from .errors import HermesError
 
@@ -54,22 +65,44 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--quiet", action="store_true", help="print only the answers")
 
     graph = sub.add_parser("graph", parents=[common], help="print the state graph")
-    graph.add_argument("--format", choices=["mermaid", "dot"], default="mermaid")
+    graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid")
     graph.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
 
-    contracts = sub.add_parser("contracts", parents=[common], help="state contract schemas")
+    contracts = sub.add_parser("contracts", parents=[common],
+                               help="state contract schemas and tool contracts")
     contracts.add_argument("action", choices=["export", "check"])
     contracts.add_argument("--dir", metavar="DIR", type=Path,
                            help="where schemas live (default: contracts/states of the checkout)")
     contracts.add_argument("--force", action="store_true",
                            help="export even a breaking change without a major version bump")
+    contracts.add_argument("--tools-dir", metavar="DIR", type=Path,
+                           help="where tool contracts live (default: contracts/tools)")
+
+    mcp = sub.add_parser("mcp", parents=[common], help="MCP servers: status and tools")
+    mcp.add_argument("action", choices=["list"])
+    mcp.add_argument("--json", action="store_true", help="one JSON document")
+
+    from .cli_replay import add_replay_parser
+
+    add_replay_parser(sub, common)
+    add_view_parser(sub, common)
+    from .memory_cli import add_memory_parser
+
+    add_memory_parser(sub, common)
     return p
+
+
+def _memory(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .memory_cli import run_memory
+
+    return run_memory(args, config, out)
 
 
 def _turn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", default="cli-user", help="user id (default: cli-user)")
     p.add_argument("--session", help="session id (default: a new one)")
     p.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+    add_record_option(p)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
@@ -84,7 +117,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         if getattr(args, "graph", None):
             config = config.model_copy(update={"graph": Path(args.graph)})
         _configure_logging(config)
-        command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts}
+        command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
+                   "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory}
         return command[args.command](args, config, out)
     except HermesError as exc:
         print(f"hermes-fsm: {exc}", file=sys.stderr)
@@ -124,7 +158,19 @@ def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     from .console import ConsolePrinter
 
     orchestrator = _orchestrator(config, ConsolePrinter(out, as_json=args.json))
-    result = asyncio.run(orchestrator.run_turn(args.session, args.text, user_id=args.user))
+    recorder = attach_recording(orchestrator, args.record)
+
+    async def turn() -> Any:
+        async with orchestrator:  # MCP servers up for the turn, down after it
+            return await orchestrator.run_turn(args.session, args.text, user_id=args.user)
+
+    try:
+        result = asyncio.run(turn())
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if recorder is not None and not args.json:
+        out.write(f"recorded: {recorder.path_for(result.session_id)}\n")
     if args.json:
         out.write(json.dumps({"result": {"session_id": result.session_id,
                                          "turn_id": result.turn_id, "status": result.status,
@@ -143,10 +189,17 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     if args.quiet:
         orchestrator.services.sinks = tuple(s for s in orchestrator.services.sinks
                                             if s is not printer)
+    recorder = attach_recording(orchestrator, args.record)
     session = orchestrator.session(args.session, args.user)
     out.write(f"session {session.session_id} — type a message, or /quit to leave\n")
+    if recorder is not None:
+        out.write(f"recording to {recorder.path_for(session.session_id)}\n")
 
     async def loop() -> None:
+        async with orchestrator:
+            await converse()
+
+    async def converse() -> None:
         while True:
             out.write("you> ")
             out.flush()
@@ -158,34 +211,91 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
             result = await orchestrator.run_turn(session.session_id, line.strip(), args.user)
             out.write(f"agent> {result.answer}\n")
 
-    asyncio.run(loop())
+    try:
+        asyncio.run(loop())
+    finally:
+        if recorder is not None:
+            recorder.close()
     return 0
 
 
 def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from .diagram import to_dot, to_mermaid
     from .graph import default_graph_path, load_graph
 
     graph = load_graph(config.graph or default_graph_path())
-    out.write(to_mermaid(graph) if args.format == "mermaid" else to_dot(graph))
+    out.write(render_graph(graph, args.format))
     return 0
 
 
 def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from .contract_check import check_contracts, default_contract_dir, export_contracts
+    from .contract_check import (
+        check_contracts,
+        check_tool_contracts,
+        default_contract_dir,
+        export_contracts,
+        export_tool_contracts,
+    )
+    from .demo_tools import build_demo_registry
     from .graph import default_graph_path, load_graph
+    from .tool_contracts import default_tool_contract_dir
 
     graph = load_graph(config.graph or default_graph_path())
     directory = args.dir or default_contract_dir()
+    tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
+    registry = build_demo_registry()
     if args.action == "export":
         written = export_contracts(graph.contracts, directory, force=args.force)
+        written += export_tool_contracts(registry, tools_dir, force=args.force)
         for path in written:
             out.write(f"wrote {path}\n")
-        out.write(f"{len(written)} schema(s) changed, in {directory}\n")
+        out.write(f"{len(written)} contract file(s) changed, in {directory} and {tools_dir}\n")
         return 0
     checked = check_contracts(graph.contracts, directory)
     out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
+    tools = check_tool_contracts(registry, tools_dir)
+    out.write(f"ok: {tools} tool contract(s) in {tools_dir} match their tools\n")
     return 0
+
+
+def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .toolbox import Toolbox
+
+    box = Toolbox.from_config(config)
+
+    async def survey() -> list[dict[str, Any]]:
+        await box.mcp.start()
+        try:
+            records = box.mcp.info()
+            for record in records:
+                record["tool_names"] = sorted(t.name for t in box.registry.tools()
+                                              if t.source == f"mcp:{record['name']}")
+            return records
+        finally:
+            await box.mcp.aclose()
+
+    records = asyncio.run(survey())
+    if args.json:
+        out.write(json.dumps({"servers": records}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not records:
+        out.write("no MCP servers configured (mcp_servers in the config file)\n")
+    for r in records:
+        out.write(f"{r['name']}: {r['status']}  transport={r['transport']}  "
+                  f"protocol={r['protocol_version'] or '-'}  tools={r['tools']}  "
+                  f"resources={r['resources']}  prompts={r['prompts']}\n")
+        if r["tool_names"]:
+            out.write(f"  tools: {', '.join(r['tool_names'])}\n")
+        if r["last_error"]:
+            out.write(f"  last error: {r['last_error']}\n")
+        for problem in r["problems"]:
+            out.write(f"  problem: {problem}\n")
+    return 0
+
+
+def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .cli_replay import run_replay
+
+    return run_replay(args, config.graph, out)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,15 @@
     busy_policy: refuse               # or queue
     history_window: 20                # messages kept per session
     log: {format: console, level: info}
+    mcp_servers:                      # default: the bundled demo server over stdio; {} for none
+      calendar: {transport: stdio, command: python, args: [-m, some.server], env: {TZ: UTC},
+                 enabled_tools: [calendar_query]}
+      notes: {transport: http, url: "http://127.0.0.1:8931/mcp", headers: {Authorization: ...}}
+    tools: {contracts_dir: contracts/tools, max_result_chars: 4000,
+            breaker: {window: 10, min_calls: 5, failure_rate: 0.5, cooldown_s: 30}}
+    permissions: {default_roles: [user], users: {ops: {roles: [admin], grants: [wipe_db]}}}
+    memory: {data_dir: ~/.local/share/hermes-fsm, redis_url: …, postgres_url: …,
+             qdrant_url: …, embedder: {kind: hashing}}   # see hermes_fsm.memory.settings
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -21,12 +30,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .errors import ConfigError
+from .memory.settings import MemoryConfig
 from .yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
 
-__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "load_config"]
+__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ToolsConfig",
+           "load_config"]
 
 
 class _Strict(BaseModel):
@@ -47,6 +58,74 @@ class LogConfig(_Strict):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+class MCPServerConfig(_Strict):
+    """One MCP server, started (``stdio``) or connected to (``http``, streamable HTTP) at boot.
+
+    ``command: python`` runs the interpreter hermes-fsm runs on. ``enabled_tools`` is an
+    allow-list of the server's tool names (``None``: all of them). The server's tools are
+    registered as ``<server>.<tool>``.
+    """
+
+    transport: Literal["stdio", "http"]
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: Path | None = None
+    url: str | None = None
+    headers: dict[str, str] = {}
+    enabled_tools: list[str] | None = None
+    mode: Literal["auto", "legacy"] = "auto"
+    connect_timeout_s: float = Field(default=30.0, gt=0)
+    tool_timeout_s: float = Field(default=30.0, gt=0)
+    health_interval_s: float = Field(default=15.0, gt=0)
+    restart_backoff_s: float = Field(default=0.5, ge=0)
+    max_restart_backoff_s: float = Field(default=30.0, ge=0)
+
+    @model_validator(mode="after")
+    def _transport_fields(self) -> MCPServerConfig:
+        if self.transport == "stdio" and not self.command:
+            raise ValueError("a stdio server needs `command` (and usually `args`)")
+        if self.transport == "http" and not self.url:
+            raise ValueError("an http server needs `url` (e.g. http://127.0.0.1:8931/mcp)")
+        return self
+
+
+def _demo_mcp_servers() -> dict[str, MCPServerConfig]:
+    script = Path(__file__).resolve().with_name("demo_calendar.py")  # stdlib only: fast start
+    return {"demo": MCPServerConfig(transport="stdio", command="python", args=[str(script)])}
+
+
+class BreakerConfig(_Strict):
+    """The circuit breaker of every tool: open when ``failure_rate`` of the last calls failed."""
+
+    window: int = Field(default=10, ge=1)
+    min_calls: int = Field(default=5, ge=1)
+    failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
+    cooldown_s: float = Field(default=30.0, ge=0.0)
+
+
+class ToolsConfig(_Strict):
+    """Tool contracts and the executor's settings."""
+
+    contracts_dir: Path | None = None  # pinned tool contracts (default: contracts/tools)
+    max_result_chars: int = Field(default=4000, ge=100)
+    breaker: BreakerConfig = BreakerConfig()
+
+
+class UserPermissions(_Strict):
+    """A user's roles and explicit grants (tool names; destructive tools need one)."""
+
+    roles: list[str] = ["user"]
+    grants: list[str] = []
+
+
+class PermissionsConfig(_Strict):
+    """Who may call which tool."""
+
+    default_roles: list[str] = ["user"]
+    users: dict[str, UserPermissions] = {}
+
+
 class HermesConfig(_Strict):
     """The whole configuration; every field has an embedded default."""
 
@@ -55,6 +134,10 @@ class HermesConfig(_Strict):
     busy_policy: Literal["refuse", "queue"] = "refuse"
     history_window: int = Field(default=20, ge=1, le=10_000)
     log: LogConfig = LogConfig()
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=_demo_mcp_servers)
+    tools: ToolsConfig = ToolsConfig()
+    permissions: PermissionsConfig = PermissionsConfig()
+    memory: MemoryConfig = MemoryConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -78,6 +161,11 @@ def load_config(path: str | Path | None = None,
             raise ConfigError(f"HERMES_GRAPH={graph!r} is not a file; point it at a graph YAML "
                               "or unset it to use the bundled graph")
         config = config.model_copy(update={"graph": Path(graph)})
+    services = {"redis_url": "HERMES_REDIS_URL", "postgres_url": "HERMES_POSTGRES_URL",
+                "qdrant_url": "HERMES_QDRANT_URL", "data_dir": "HERMES_DATA_DIR"}
+    memory = {field: env[var] for field, var in services.items() if env.get(var)}
+    if memory:
+        config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
     return config
 
 
@@ -108,4 +196,10 @@ def _from_file(path: Path) -> HermesConfig:
     if config.brain.rules_file is not None and not config.brain.rules_file.is_absolute():
         updates["brain"] = config.brain.model_copy(
             update={"rules_file": base / config.brain.rules_file})
+    if config.tools.contracts_dir is not None and not config.tools.contracts_dir.is_absolute():
+        updates["tools"] = config.tools.model_copy(
+            update={"contracts_dir": base / config.tools.contracts_dir})
+    if config.memory.data_dir is not None and not config.memory.data_dir.is_absolute():
+        updates["memory"] = config.memory.model_copy(
+            update={"data_dir": base / config.memory.data_dir.expanduser()})
     return config.model_copy(update=updates)

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from .contracts import Contract, ContractRegistry, dump_schema
 from .errors import ContractCheckFailed, ContractError
 from .schema_diff import bump_problem, diff_schemas
 
-__all__ = ["check_contracts", "default_contract_dir", "export_contracts"]
+__all__ = ["check_contracts", "check_tool_contracts", "default_contract_dir", "export_contracts",
+           "export_tool_contracts"]
 
 
 def default_contract_dir() -> Path:
@@ -125,3 +127,99 @@ def check_contracts(registry: ContractRegistry, directory: str | Path) -> int:
     if problems:
         raise ContractCheckFailed(problems)
     return len(latest)
+
+
+# --- tool contracts (contracts/tools/<name>.yaml) ---------------------------------------
+
+
+def _tool_bump_problem(old: Any, new: Any) -> str | None:
+    changes = diff_schemas(old.input_schema, new.input_schema)
+    changes += diff_schemas(old.output_schema or {}, new.output_schema or {})
+    problem = bump_problem(old.version, new.version, changes)
+    return f"tool {new.name}: {problem}" if problem else None
+
+
+def export_tool_contracts(registry: Any, directory: str | Path,
+                          force: bool = False) -> list[Path]:
+    """Pin the contract of every local tool of ``registry`` in ``directory``.
+
+    Returns the files written. MCP tools are pinned by hand (their contract comes from
+    the server). Raises ContractCheckFailed when a schema change needs a bigger version
+    bump than the tool got (unless ``force``).
+    """
+    from .tool_contracts import dump_tool_contract, load_tool_contract
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    pending: list[tuple[Path, str]] = []
+    problems: list[str] = []
+    for tool in registry.tools():
+        if tool.source != "local":
+            continue
+        path = directory / f"{tool.name}.yaml"
+        text = dump_tool_contract(tool.contract)
+        if path.exists():
+            if path.read_text(encoding="utf-8") == text:
+                continue
+            problem = _tool_bump_problem(load_tool_contract(path), tool.contract)
+            if problem and not force:
+                problems.append(problem)
+                continue
+        pending.append((path, text))
+    if problems:
+        raise ContractCheckFailed([*problems, "nothing was written; bump the versions "
+                                   "(or pass --force to export anyway)"])
+    for path, text in pending:
+        path.write_text(text, encoding="utf-8")
+    return [path for path, _ in pending]
+
+
+def check_tool_contracts(registry: Any, directory: str | Path) -> int:
+    """Check the pinned tool contracts against the local tools; returns how many were checked.
+
+    Every local tool needs a pinned file equal to its contract (or a changed one with the
+    right version bump still counts as a difference to export); every pinned file must
+    parse, and name a local tool or an MCP tool (``<server>.<tool>``, checked at connect
+    time).
+
+    Raises:
+        ContractCheckFailed: with one line per problem and what to do about it.
+    """
+    from .tool_contracts import dump_tool_contract, load_tool_contract
+
+    directory = Path(directory)
+    problems: list[str] = []
+    local = {t.name: t for t in registry.tools() if t.source == "local"}
+    for name, tool in sorted(local.items()):
+        path = directory / f"{name}.yaml"
+        if not path.exists():
+            problems.append(f"tool {name}: no pinned contract at {path}; run "
+                            "'hermes-fsm contracts export' and commit it")
+            continue
+        try:
+            pinned = load_tool_contract(path)
+        except ContractError as exc:
+            problems.append(str(exc))
+            continue
+        if path.read_text(encoding="utf-8") == dump_tool_contract(tool.contract):
+            continue
+        problem = _tool_bump_problem(pinned, tool.contract)
+        problems.append(problem or f"tool {name}: {path} differs from the tool's contract; run "
+                        "'hermes-fsm contracts export' and commit the change")
+    pinned_count = 0
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.yaml")):
+            if path.stem in local:
+                continue
+            try:
+                load_tool_contract(path)
+            except ContractError as exc:
+                problems.append(str(exc))
+                continue
+            if "." not in path.stem:
+                problems.append(f"{path}: no local tool named {path.stem!r}; delete the file, "
+                                "register the tool, or name an MCP tool <server>.<tool>")
+            pinned_count += 1
+    if problems:
+        raise ContractCheckFailed(problems)
+    return len(local) + pinned_count

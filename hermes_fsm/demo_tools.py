@@ -1,7 +1,8 @@
 """Demo tools on a small embedded dataset: inventory by SKU and warehouse, reminders.
 
 They make the default configuration a real agent turn: the rules brain plans
-``inventory_lookup`` and answers from its result.
+``inventory_lookup`` (and ``demo.calendar_query`` on the bundled demo MCP server) and
+answers from their results. Their contracts are pinned in ``contracts/tools/``.
 
 >>> registry = build_demo_registry()
 >>> registry.names()
@@ -43,7 +44,7 @@ def build_demo_registry() -> ToolRegistry:
     registry = ToolRegistry()
     reminders: list[dict[str, str]] = []
 
-    @registry.tool(description=(
+    @registry.tool(timeout_s=5, description=(
         "Look up how many units of a product (by SKU, e.g. 'A1001') are in stock. "
         "Give 'warehouse' (east, north, south, west) for one warehouse, or leave it out "
         "for every warehouse. Use it for any question about stock, inventory or availability."
@@ -63,7 +64,7 @@ def build_demo_registry() -> ToolRegistry:
         return {"sku": item["sku"], "name": item["name"], "warehouse": code,
                 "quantity": item["stock"][code]}
 
-    @registry.tool(side_effects="write", description=(
+    @registry.tool(side_effects="write", timeout_s=5, description=(
         "Create a reminder with a text and a due time (free text, e.g. 'tomorrow 9:00'). "
         "Use it when the user asks to be reminded of something."
     ))

@@ -43,12 +43,14 @@ from .events import (
     TurnFinished,
     TurnStarted,
 )
+from .executor import ToolExecutor
 from .graph import Graph, StateSpec, default_graph_path, load_graph
 from .machine import GraphMachine
+from .mcp_servers import MCPServers
 from .memory import InProcessMemory, Memory
 from .session import Session
 from .sources import Clock, IdFactory, SystemClock, UuidIds
-from .tools import ToolExecutor, ToolRegistry
+from .tools import ToolRegistry
 from .turn import Services, TurnContext, TurnResult
 
 __all__ = ["Orchestrator"]
@@ -69,6 +71,10 @@ class Orchestrator:
             or ``"queue"`` (it waits for the running turn).
         history_window: messages kept per session.
         random: source of jitter for retry backoff.
+        sleep: how backoff waits (default ``asyncio.sleep``; replay passes a no-op).
+        executor: the tool executor (default: one over ``tools``).
+        mcp_servers: MCP servers feeding ``tools``; started by :meth:`start` (or
+            ``async with``), stopped by :meth:`aclose`. Without them nothing needs starting.
     """
 
     def __init__(
@@ -84,6 +90,9 @@ class Orchestrator:
         busy_policy: Literal["refuse", "queue"] = "refuse",
         history_window: int = 20,
         random: Any = None,
+        sleep: Any = None,
+        executor: ToolExecutor | None = None,
+        mcp_servers: MCPServers | None = None,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -102,7 +111,7 @@ class Orchestrator:
         self.graph = graph
         self.machine = GraphMachine(graph)
         self.services = Services(
-            brain=brain, tools=tools, executor=ToolExecutor(tools),
+            brain=brain, tools=tools, executor=executor or ToolExecutor(tools),
             memory=memory if memory is not None else InProcessMemory(),
             clock=clock or SystemClock(), sinks=tuple(sinks),
         )
@@ -110,7 +119,9 @@ class Orchestrator:
         self.busy_policy = busy_policy
         self.history_window = history_window
         self._random = random or _default_random
+        self._sleep = sleep or asyncio.sleep
         self._sessions: dict[str, Session] = {}
+        self.mcp = mcp_servers
 
     @classmethod
     def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -128,12 +139,43 @@ class Orchestrator:
             from .rules_brain import RulesBrain
 
             kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
+        if "tools" not in overrides:
+            from .toolbox import Toolbox
+
+            box = Toolbox.from_config(config)
+            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
+        if "memory" not in overrides:
+            from .memory import build_memory
+
+            kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
         if config.log.format != "off" and "sinks" not in overrides:
             from .sinks import StructlogSink
 
             kwargs["sinks"] = [StructlogSink()]
         kwargs.update(overrides)
         return cls(**kwargs)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> Orchestrator:
+        """Start the MCP servers (a no-op without them); their tools join when ready."""
+        if self.mcp is not None:
+            await self.mcp.start()
+        return self
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers (a no-op without them); finish and close memory."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+        close = getattr(self.services.memory, "close", None)
+        if close is not None:  # waits (bounded) for background commits, then closes stores
+            await close()
+
+    async def __aenter__(self) -> Orchestrator:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
     # --- sessions ---------------------------------------------------------------------
 
@@ -281,9 +323,9 @@ class Orchestrator:
                       delay_s=delay)
             if delay > 0:
                 if clock() + delay >= deadline:
-                    await asyncio.sleep(max(0.0, deadline - clock()))
+                    await self._sleep(max(0.0, deadline - clock()))
                     raise _BudgetExceeded
-                await asyncio.sleep(delay)
+                await self._sleep(delay)
             repair = turn.repair
             self.machine.fire("retry", session, turn)
             turn.repair = repair

@@ -10,7 +10,11 @@
     ├── HandlerError                 a state handler failed in a way the graph cannot route
     │   └── RetryableError           raise from a handler to ask for a retry of the state
     ├── ToolError                    a tool is unknown, refused, or broke its contract
+    │   ├── ToolCallFailed           raise from a tool: a failure with an error code
+    │   └── MCPServerError           an MCP server is unreachable, died, or drifted
     ├── BrainError                   a brain could not produce an output
+    ├── MemoryStoreError             a memory tier's store failed or refused a write
+    │   └── VectorSizeMismatch       an embedder's vectors do not fit an existing collection
     ├── SessionError                 a session is unknown or unusable
     │   └── SessionBusy              a turn is already running on that session
     └── UsageError                   an API or CLI argument is wrong
@@ -28,11 +32,15 @@ __all__ = [
     "GraphError",
     "HandlerError",
     "HermesError",
+    "MCPServerError",
+    "MemoryStoreError",
     "RetryableError",
     "SessionBusy",
     "SessionError",
+    "ToolCallFailed",
     "ToolError",
     "UsageError",
+    "VectorSizeMismatch",
 ]
 
 
@@ -95,8 +103,34 @@ class ToolError(HermesError):
     """A tool is unknown, refused, failed, or broke its contract."""
 
 
+class ToolCallFailed(ToolError):
+    """Raise from a tool to fail with an error code of its contract.
+
+    ``retryable=None`` takes the retryability the tool contract declares for ``code``
+    (not retryable when the contract does not list it).
+    """
+
+    def __init__(self, code: str, message: str, retryable: bool | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.retryable = retryable
+        super().__init__(f"{code}: {message}")
+
+
+class MCPServerError(ToolError):
+    """An MCP server could not be started, died, or serves tools that drifted from their pins."""
+
+
 class BrainError(HermesError):
     """A brain could not produce an output for a state."""
+
+
+class MemoryStoreError(HermesError):
+    """A memory tier (working, semantic, experience) failed; the message names the store."""
+
+
+class VectorSizeMismatch(MemoryStoreError):
+    """An embedder's vector size differs from the one an existing collection was made with."""
 
 
 class SessionError(HermesError):

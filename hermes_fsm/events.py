@@ -29,6 +29,8 @@ __all__ = [
     "Event",
     "EventList",
     "HandlerFailed",
+    "MemoryCommitFailed",
+    "MemoryRecalled",
     "MemoryWrite",
     "Retry",
     "RouteTaken",
@@ -38,6 +40,8 @@ __all__ = [
     "TimedOut",
     "TokenChunk",
     "ToolCallFinished",
+    "ToolCallProgress",
+    "ToolCallRetried",
     "ToolCallStarted",
     "TurnFinished",
     "TurnStarted",
@@ -171,10 +175,17 @@ class ToolCallStarted(_Event):
     call_id: str
     tool: str
     arguments: dict[str, Any]
+    caller: str = ""
 
 
 class ToolCallFinished(_Event):
-    """A tool call ended: ``ok`` with ``output``, or an error envelope in ``error``."""
+    """A tool call ended: ``ok`` with ``output``, or an error envelope in ``error``.
+
+    The audit record of the call: who called (``caller``), which tool from which
+    ``source`` (``local`` or ``mcp:<server>``), its ``arguments``, the full output (the
+    model may have seen it ``truncated``), how many ``attempts`` it took, the output
+    contract problem (``output_violation``) and the tool that stood in (``fallback``).
+    """
 
     kind: Literal["tool_call_finished"] = "tool_call_finished"
     call_id: str
@@ -184,6 +195,35 @@ class ToolCallFinished(_Event):
     error: dict[str, Any] | None = None
     attempts: int = 1
     duration_ms: float
+    caller: str = ""
+    source: str = "local"
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    truncated: bool = False
+    output_violation: str | None = None
+    fallback: str | None = None
+
+
+class ToolCallProgress(_Event):
+    """A running tool call reported progress (MCP ``notifications/progress``)."""
+
+    kind: Literal["tool_call_progress"] = "tool_call_progress"
+    call_id: str
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class ToolCallRetried(_Event):
+    """A tool call failed with a retryable error and will be made again after ``delay_s``."""
+
+    kind: Literal["tool_call_retried"] = "tool_call_retried"
+    call_id: str
+    tool: str
+    attempt: int
+    error_code: str
+    message: str
+    delay_s: float
 
 
 class MemoryWrite(_Event):
@@ -195,6 +235,35 @@ class MemoryWrite(_Event):
     value: Any = None
     status: Literal["applied", "skipped", "failed"]
     detail: str = ""
+
+
+class MemoryRecalled(_Event):
+    """Memory was recalled for a state: the items (with scores) and the block's token cost.
+
+    ``tokens`` estimates the background block's size (one per CJK character, one per four
+    other characters); ``error`` says why recall failed (the turn goes on without it).
+    """
+
+    kind: Literal["memory_recalled"] = "memory_recalled"
+    state: str
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    tokens: int = 0
+    error: str | None = None
+
+
+class MemoryCommitFailed(_Event):
+    """A memory commit failed; ``final`` says whether background retries are exhausted.
+
+    The answer was already given: a failed commit never fails the turn. With
+    ``final=False`` it is retried in the background; with ``final=True`` the updates
+    (``keys``) were not written after ``attempts`` tries.
+    """
+
+    kind: Literal["memory_commit_failed"] = "memory_commit_failed"
+    attempts: int
+    error: str
+    final: bool
+    keys: list[str] = Field(default_factory=list)
 
 
 class TurnFinished(_Event):
@@ -225,7 +294,11 @@ Event = Annotated[
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished
+    | ToolCallRetried
+    | ToolCallProgress
     | MemoryWrite
+    | MemoryRecalled
+    | MemoryCommitFailed
     | TurnFinished,
     Field(discriminator="kind"),
 ]

@@ -13,20 +13,18 @@ from typing import Any
 
 from .brain import BrainReply, BrainRequest
 from .contracts import Contract
-from .events import BrainCall, MemoryWrite
-from .memory import format_recall
-from .state_contracts import ExecutionResults, MemoryCommit, Plan
+from .events import BrainCall
+from .memory_handlers import apply_memory_updates, recalled_memory
+from .state_contracts import ExecutionResults, Plan
 from .turn import TurnContext
 
-__all__ = ["apply_memory_updates", "ask_brain", "execute_tools", "report_results"]
-
-
-async def recalled_memory(turn: TurnContext) -> str:
-    """The recall block for this turn's message (computed once per turn)."""
-    if turn.memory is None:
-        items = await turn.services.memory.recall(turn.user_id, turn.text)
-        turn.memory = format_recall(items)
-    return turn.memory
+__all__ = [
+    "apply_memory_updates",  # in memory_handlers; here for states/agent_turn.yaml
+    "ask_brain",
+    "execute_tools",
+    "recalled_memory",
+    "report_results",
+]
 
 
 async def ask_brain(turn: TurnContext) -> Any:
@@ -41,7 +39,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         text=turn.text,
         user_id=turn.user_id,
         outputs=turn.by_contract,
-        tools=turn.services.tools.describe(),
+        tools=turn.validation_context()["tool_catalog"].describe(),
         memory=await recalled_memory(turn),
         history=turn.history,
         attempt=turn.attempt,
@@ -78,7 +76,7 @@ async def execute_tools(turn: TurnContext) -> dict[str, Any]:
         (f"{turn.turn_id}-s{step}-c{i + 1}", c.tool_name, dict(c.arguments))
         for i, c in enumerate(plan.tool_calls)
     ]
-    results = await turn.services.executor.execute(calls, turn.emit)
+    results = await turn.services.executor.execute(calls, turn.emit, caller=turn.user_id)
     return {"results": results}
 
 
@@ -107,14 +105,3 @@ async def report_results(turn: TurnContext) -> dict[str, Any]:
                 if result.retryable or result.error_code in ("VALIDATION_FAILED", "UNKNOWN_TOOL"):
                     needs_more = True
     return {"facts": facts, "violations": violations, "needs_more_tools": needs_more}
-
-
-async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
-    """Apply a validated memory commit; each applied or skipped update becomes an event."""
-    outcomes = await turn.services.memory.apply(
-        turn.user_id, turn.turn_id, output.memory_updates, turn.services.clock.now()
-    )
-    values = {u.key: u.value for u in output.memory_updates}
-    for outcome in outcomes:
-        turn.emit(MemoryWrite, key=outcome.key, update_type=outcome.update_type,
-                  value=values.get(outcome.key), status=outcome.status, detail=outcome.detail)

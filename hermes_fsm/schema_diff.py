@@ -11,6 +11,13 @@ inlined, e.g. ``/properties/tool_calls/items/properties/tool_name/maxLength``; t
 root is ``""``.  Union branches are addressed by index (``/properties/note/anyOf/1``):
 a removed branch by its old index, everything else by its new one.  Requiredness
 changes point at the property (``/properties/name``).
+
+Judgement calls: adding an optional property is a widening even when the old object
+had no ``additionalProperties`` (strictly, an old instance could carry that key with
+another type), unless the old ``additionalProperties`` was a schema the new property
+narrows.  ``anyOf`` and ``oneOf`` are both treated as "any branch".  Keywords not
+modelled here (``not``, ``if``/``then``, ``patternProperties``, ...) are compared
+verbatim and any difference counts as breaking.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Literal
@@ -42,6 +49,7 @@ _FLAGS = {"pattern": "pattern", "format": "format", "multipleOf": "multiple_of",
           "uniqueItems": "unique_items"}
 _MISSING = object()
 _ANYTHING: Mapping[str, Any] = MappingProxyType({})  # shared: its id is a stable cycle key
+_Union = tuple[str | None, list[Any], dict[str, Any]]  # keyword, branches, other keywords
 _VERSION = re.compile(r"(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)\.(0|[1-9][0-9]*)")
 
 
@@ -124,26 +132,35 @@ def _compare_limit(old: tuple[Any, bool, str] | None, new: tuple[Any, bool, str]
 
 
 def _values(schema: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The allowed values by canonical key (enum and const intersected), None if any."""
+    values = {_canon(v): v for v in schema["enum"]} if "enum" in schema else None
     if "const" in schema:
-        return {_canon(schema["const"]): schema["const"]}
-    if "enum" in schema:
-        return {_canon(v): v for v in schema["enum"]}
-    return None
+        key = _canon(schema["const"])
+        values = {key: schema["const"]} if values is None or key in values else {}
+    return values
 
 
 class _Differ:
     def __init__(self, old_root: Mapping[str, Any], new_root: Mapping[str, Any]) -> None:
         self.roots = (old_root, new_root)
-        self.active: set[tuple[int, int]] = set()  # node pairs being compared (cycle guard)
+        self.active: dict[tuple[int, int], int] = {}  # pairs being compared -> stack depth
+        self.cut = 0  # shallowest active pair that a recursive reference fell back on
+        self.memo: dict[tuple[int, int, bool], tuple[str, list[SchemaChange]]] = {}
+        # id(change) -> (pair, path below it, kind, detail): the same change reached again
+        # through a shared definition is reported once; ``alive`` keeps those ids unique
+        self.origin: dict[int, tuple[object, ...]] = {}
+        self.alive: list[SchemaChange] = []
 
     def resolve(self, node: Any, side: int, path: str) -> tuple[Any, int]:
         """Follow local $refs and single-entry allOf; return (schema, identity key).
 
-        The key is the id of the last $ref target (else of ``node``), so meeting the
-        same definition again, even through "#", yields the same key.
+        The key is the id of ``node`` (always part of the schema tree), or for a bare
+        ``{"$ref": ...}`` the id of its target, so that meeting the same definition
+        again, even through "#", yields the same key.
         """
         node = _ANYTHING if node is True else node
         key, seen = id(node), list[str]()
+        bare = isinstance(node, Mapping) and node.keys() - {"$defs", "definitions"} == {"$ref"}
         while isinstance(node, Mapping):
             rest = {k: v for k, v in node.items() if k != "$ref"}
             if "$ref" in node:
@@ -161,7 +178,7 @@ class _Differ:
                         target = target[int(part) if isinstance(target, list) else part]
                     except (KeyError, IndexError, ValueError, TypeError):
                         raise ValueError(f"unresolvable $ref {ref!r} at {path or '/'}") from None
-                key = id(target)
+                key = id(target) if bare and len(seen) == 1 else key
             elif isinstance(node.get("allOf"), list) and len(node["allOf"]) == 1:
                 target = rest.pop("allOf")[0]
             else:
@@ -171,6 +188,7 @@ class _Differ:
 
     def compare(self, old: Any, new: Any, path: str, notes: bool = True) -> list[SchemaChange]:
         """Changes from ``old`` to ``new``; ``notes=False`` skips top-level annotations."""
+        raw = (old, new)
         old, old_key = self.resolve(old, 0, path)
         new, new_key = self.resolve(new, 1, path)
         for side, node in (("old", old), ("new", new)):
@@ -183,39 +201,75 @@ class _Differ:
             if new is False:
                 return [_change("major", path, "schema_forbidden", "now rejects every value")]
             return [_change("minor", path, "schema_allowed", "no longer rejects every value")]
-        if (old_key, new_key) in self.active:
-            return []  # recursive reference already being compared: assume compatible
-        self.active.add((old_key, new_key))
+        pair = (old_key, new_key)
+        if pair in self.active:  # recursive reference already being compared: assume fine
+            self.cut = min(self.cut, self.active[pair])
+            return []
+        if (hit := self.memo.get((*pair, notes))) is not None:
+            copies = [replace(c, path=path + c.path[len(hit[0]):]) for c in hit[1]]
+            for copy, c in zip(copies, hit[1], strict=True):
+                self.origin[id(copy)] = self.origin[id(c)]
+            self.alive += copies
+            return copies
+        depth = self.active[pair] = len(self.active)
+        outer_cut, self.cut = self.cut, depth
         try:
             if {"anyOf", "oneOf"} & (old.keys() | new.keys()):
-                return self.compare_union(old, new, path, notes)
-            return self.compare_keywords(old, new, path, notes)
+                result = self.compare_union(_split(old, raw[0]), _split(new, raw[1]), path, notes)
+            else:
+                result = self.compare_keywords(old, new, path, notes)
         finally:
-            self.active.discard((old_key, new_key))
+            del self.active[pair]
+        if self.cut >= depth:  # memoize unless it assumed something about an enclosing pair
+            self.memo[(*pair, notes)] = (path, result)
+            for c in result:
+                self.origin.setdefault(id(c), (pair, c.path[len(path):], c.kind, c.detail))
+        self.cut = min(outer_cut, self.cut)
+        return result
 
-    def compare_union(self, old: Mapping[str, Any], new: Mapping[str, Any], path: str,
+    def overlap(self, old: Any, new: Any, path: str) -> bool:
+        """Whether two schemas share a JSON type (or either allows every type)."""
+        old_types = _types(self.resolve(old, 0, path)[0])
+        new_types = _types(self.resolve(new, 1, path)[0])
+        return old_types is None or new_types is None or bool(old_types & new_types)
+
+    def compare_union(self, old: _Union, new: _Union, path: str,
                       notes: bool) -> list[SchemaChange]:
-        """Match each old branch to the new branch that accepts it best."""
-        (old_word, old_branches, old_rest), (new_word, new_branches, new_rest) = (
-            _split(old), _split(new))
+        """Pair each old branch with a new branch that accepts it, else report it removed.
+
+        The partner (same ``$ref``, else the same index if that holds an overlapping type
+        and is not another old branch's ``$ref``) is tried first; if it is not a
+        widening, the smallest widening among all new branches wins, and failing that
+        the partner's own changes are reported.
+        """
+        (old_word, old_branches, old_rest), (new_word, new_branches, new_rest) = old, new
         changes = self.compare_keywords(old_rest, new_rest, path, notes)
         matched: set[int] = set()
+        old_refs = {_ref(branch) for branch in old_branches} - {None}
         for i, branch in enumerate(old_branches):
-            trials = [(self.compare(branch, other, _join(path, new_word, j) if new_word else path,
-                                    notes=bool(old_word and new_word)), j)
-                      for j, other in enumerate(new_branches)]
-            best = min(trials, default=None, key=lambda t: (
-                sum(c.breaking for c in t[0]), len(t[0]), abs(t[1] - i)))
-            other_types = _types(self.resolve(new_branches[best[1]], 1, path)[0]) if best else None
-            own_types = _types(self.resolve(branch, 0, path)[0])
-            if best and (not any(c.breaking for c in best[0]) or own_types is None
-                         or other_types is None or own_types & other_types):
-                changes += best[0]
-                matched.add(best[1])
+            def trial(j: int, branch: Any = branch) -> list[SchemaChange]:
+                where = _join(path, new_word, j) if new_word else path
+                return self.compare(branch, new_branches[j], where, bool(old_word and new_word))
+
+            ref, size = _ref(branch), len(new_branches)
+            partner = min((j for j in range(size) if ref and _ref(new_branches[j]) == ref),
+                          key=lambda j: (j in matched, j != i), default=None)
+            if partner is None and i < size and _ref(new_branches[i]) not in old_refs and \
+                    self.overlap(branch, new_branches[i], path):
+                partner = i  # same position, not another old member: likely the same branch
+            found = {partner: trial(partner)} if partner is not None else {}
+            choice = partner
+            if partner is None or any(c.breaking for c in found[partner]):
+                found.update({j: trial(j) for j in range(size) if j not in found})
+                fine = [j for j, got in found.items() if not any(c.breaking for c in got)]
+                choice = min(fine, key=lambda j: (len(found[j]), j in matched, j), default=partner)
+            if choice is None:
+                changes.append(_change("major", _join(path, old_word, i) if old_word else path,
+                                       "branch_removed", f"branch {_show(branch)} no longer "
+                                       "accepted"))
             else:
-                here = _join(path, old_word, i) if old_word else path
-                changes.append(_change("major", here, "branch_removed",
-                                       f"branch {_show(branch)} no longer accepted"))
+                changes += found[choice]
+                matched.add(choice)
         changes += [_change("minor", _join(path, new_word, j) if new_word else path,
                             "branch_added", f"branch {_show(branch)} now accepted")
                     for j, branch in enumerate(new_branches) if j not in matched]
@@ -357,28 +411,40 @@ class _Differ:
         return changes
 
 
-def _split(node: Mapping[str, Any]) -> tuple[str | None, list[Any], dict[str, Any]]:
-    """(union keyword, branches, other keywords); a plain schema is its own single branch."""
+def _split(node: Mapping[str, Any], raw: Any) -> _Union:
+    """(union keyword, branches, other keywords); a plain schema is its own single branch
+    (kept unresolved, so a ``$ref`` can be paired with the same ``$ref``)."""
     word = "anyOf" if "anyOf" in node else "oneOf" if "oneOf" in node else None
     if word is None:
-        return None, [node], {k: v for k, v in node.items() if k in _ANNOTATIONS}
+        return None, [raw], {k: v for k, v in node.items() if k in _ANNOTATIONS}
     if not isinstance(node[word], list):
         raise ValueError(f"{word} must be a list, got {type(node[word]).__name__}")
     return word, list(node[word]), {k: v for k, v in node.items() if k != word}
+
+
+def _ref(node: Any) -> Any:
+    return node.get("$ref") if isinstance(node, Mapping) else None
 
 
 def diff_schemas(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[SchemaChange]:
     """List every change from ``old`` to ``new``, each classified major/minor/patch.
 
     Local ``$ref``s ("#/$defs/Name", "#/definitions/Name", "#") are resolved against
-    each schema's own root; a recursive reference is compared once.  Raises
+    each schema's own root; a recursive reference is compared once, and a change inside
+    a definition used in several places is reported once, where first reached.  Raises
     ``TypeError`` for a non-mapping schema and ``ValueError`` for a remote,
     unresolvable or content-free looping ``$ref`` or a malformed sub-schema.
     """
     for side, schema in (("old", old), ("new", new)):
         if not isinstance(schema, Mapping):
             raise TypeError(f"{side} schema must be a mapping, got {type(schema).__name__}")
-    return _Differ(old, new).compare(old, new, "")
+    differ, seen, changes = _Differ(old, new), set(), []
+    for change in differ.compare(old, new, ""):
+        origin = differ.origin.get(id(change))
+        if origin is None or origin not in seen:
+            changes.append(change)
+            seen.add(origin)
+    return changes
 
 
 def required_bump(changes: Sequence[SchemaChange]) -> Literal["none", "patch", "minor", "major"]:

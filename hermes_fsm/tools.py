@@ -1,4 +1,4 @@
-"""Local tools: a registry binding Python callables to JSON-Schema'd inputs, and the executor.
+"""Tools and their registry: Python callables (and MCP tools) bound to versioned contracts.
 
 >>> registry = ToolRegistry()
 >>> @registry.tool(description="Add two integers.")
@@ -8,36 +8,52 @@
 "arguments do not match the input schema: '2' is not of type 'integer' (at b)"
 >>> registry.check_call("mul", {}) is not None
 True
+>>> registry.get("add").contract.output_schema
+{'type': 'integer'}
 
-Every call goes through one pipeline (:class:`ToolExecutor`): check the arguments against
-the input schema → run with a timeout → classify any error into the envelope
-``{success: false, error_code, message, retryable}`` → emit start/finish events.
+A tool's contract (:class:`~hermes_fsm.tool_contracts.ToolContract`) is generated from the
+callable's typed signature, or written by hand in ``contracts/tools/<name>.yaml`` and bound
+with ``@registry.tool(contract=...)``. The registry is the ``ToolCatalog`` the Plan
+contract checks calls against; :meth:`ToolRegistry.catalog_for` gives the view of one
+user (permissions applied). Tools whose circuit breaker is open, or whose MCP server is
+not ready, are neither offered to the brain nor accepted in a plan.
 """
 
 from __future__ import annotations
 
-import asyncio
 import inspect
-import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import jsonschema
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from .brain import ToolDescription
+from .breaker import CircuitBreaker, NoBreaker
 from .errors import ToolError
-from .events import ToolCallFinished, ToolCallStarted
+from .graph import RetryPolicy
+from .permissions import Caller, Permissions, permission_problem
+from .tool_contracts import ErrorCode, Fallback, ToolContract, load_tool_contract
 
-__all__ = ["Tool", "ToolExecutor", "ToolRegistry", "ToolSource"]
+__all__ = ["CallerCatalog", "Tool", "ToolRegistry", "ToolSource", "model_from_signature",
+           "schema_of"]
 
 SideEffects = Literal["read", "write", "destructive"]
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Tool:
-    """A callable with its contract: name, description for a model, input schema, timeout."""
+    """A callable with its contract.
+
+    Built either from the plain fields (a contract is made from them) or with
+    ``contract=`` (the contract's fields win). ``fn`` takes the arguments as keywords, or
+    as one mapping when ``pass_kwargs`` is false (MCP tools). ``available`` says why the
+    tool cannot be called right now (e.g. its server is restarting), ``None`` when it can.
+    ``check_output=False`` leaves the output check to someone else (the MCP client checks
+    structured output against the schema the server advertised).
+    """
 
     name: str
     description: str
@@ -46,11 +62,28 @@ class Tool:
     timeout_s: float = 10.0
     side_effects: SideEffects = "read"
     input_model: type[BaseModel] | None = field(default=None, repr=False)
+    contract: ToolContract | None = field(default=None, repr=False)
+    source: str = "local"
+    pass_kwargs: bool = True
+    available: Callable[[], str | None] | None = field(default=None, repr=False)
+    check_output: bool = True
     _validator: Any = field(default=None, repr=False)
+    _output_check: Callable[[Any], str | None] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
+        if self.contract is None:
+            self.contract = ToolContract(
+                name=self.name, version="1.0.0", description=self.description,
+                side_effects=self.side_effects, timeout_s=self.timeout_s,
+                input_schema=self.input_schema)
+        else:
+            c = self.contract
+            self.name, self.description, self.input_schema = c.name, c.description, c.input_schema
+            self.timeout_s, self.side_effects = c.timeout_s, c.side_effects
         jsonschema.Draft202012Validator.check_schema(self.input_schema)
         self._validator = jsonschema.Draft202012Validator(self.input_schema)
+        self._output_check = (_output_checker(self.contract.output_schema)
+                              if self.check_output else None)
 
     def argument_problem(self, arguments: Mapping[str, Any]) -> str | None:
         """``None`` when ``arguments`` satisfy the input schema, else the first problem.
@@ -60,10 +93,12 @@ class Tool:
         """
         if self.input_model is not None:
             try:
-                self.input_model.model_validate(arguments)
+                self.input_model.__pydantic_validator__.validate_python(arguments)
                 return None
             except ValidationError:
                 pass
+        elif self._validator.is_valid(arguments):
+            return None
         error = jsonschema.exceptions.best_match(self._validator.iter_errors(arguments))
         if error is None:
             return None
@@ -72,8 +107,46 @@ class Tool:
             f" (at {where})" if where else ""
         )
 
+    def output_problem(self, output: Any) -> str | None:
+        """``None`` when ``output`` satisfies the output schema (or there is none)."""
+        check = self._output_check
+        return None if check is None else check(output)
+
+    def invoke(self, arguments: dict[str, Any], progress: Any = None) -> Any:
+        """Call the function (its result may be awaitable).
+
+        ``progress`` (an async ``(progress, total, message)`` callback) reaches tools that
+        take arguments as one mapping (MCP tools); local tools do not report progress.
+        """
+        if self.pass_kwargs:
+            return self.fn(**arguments)
+        return self.fn(arguments) if progress is None else self.fn(arguments, progress)
+
     def describe(self) -> ToolDescription:
+        """The tool as a brain sees it."""
         return ToolDescription(self.name, self.description, self.input_schema)
+
+
+def _output_checker(schema: dict[str, Any] | None) -> Callable[[Any], str | None] | None:
+    """A fast check for the output schema: no schema and open objects need no jsonschema."""
+    if schema is None or schema == {}:
+        return None
+    if set(schema) <= {"type", "additionalProperties", "title", "description"} and \
+            schema.get("type") == "object" and schema.get("additionalProperties", True) is True:
+        return lambda out: None if isinstance(out, dict) else (
+            f"output does not match the output schema: {type(out).__name__} is not an object")
+    validator = jsonschema.Draft202012Validator(schema)
+
+    def check(output: Any) -> str | None:
+        if validator.is_valid(output):
+            return None
+        error = jsonschema.exceptions.best_match(validator.iter_errors(output))
+        where = "/".join(str(p) for p in error.absolute_path) if error else ""
+        message = error.message if error else "invalid"
+        return f"output does not match the output schema: {message}" + (
+            f" (at {where})" if where else "")
+
+    return check
 
 
 def model_from_signature(fn: Callable[..., Any]) -> type[BaseModel]:
@@ -99,27 +172,65 @@ def schema_of(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
+def output_schema_of(fn: Callable[..., Any]) -> dict[str, Any] | None:
+    """The JSON Schema of ``fn``'s return annotation (``None`` when it has none or is Any)."""
+    hint = inspect.get_annotations(fn, eval_str=True).get("return", inspect.Signature.empty)
+    if hint in (inspect.Signature.empty, Any, None):
+        return None
+    schema = TypeAdapter(hint).json_schema()
+    schema.pop("title", None)
+    return schema
+
+
 class ToolSource(Protocol):
-    """Anything that can list tools into a registry (local modules now, MCP servers later)."""
+    """Anything that can list tools into a registry (local modules, MCP servers)."""
 
     def tools(self) -> Iterable[Tool]: ...
 
 
 class ToolRegistry:
-    """Tools by name. Satisfies the Plan contract's ``ToolCatalog``."""
+    """Tools by name. Satisfies the Plan contract's ``ToolCatalog``.
 
-    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+    Args:
+        tools: tools to register.
+        permissions: resolves callers by user id (default: everyone has role ``user``).
+        breaker: the circuit breaker the executor feeds and planning consults.
+    """
+
+    def __init__(self, tools: Iterable[Tool] = (), *, permissions: Permissions | None = None,
+                 breaker: CircuitBreaker | None = None) -> None:
         self._tools: dict[str, Tool] = {}
         self._described: list[ToolDescription] | None = None
+        self.permissions = permissions or Permissions()
+        self.breaker: CircuitBreaker = breaker or NoBreaker()
+        self._gated: list[Tool] = []  # tools with an availability check
         for tool in tools:
             self.add(tool)
 
     def add(self, tool: Tool) -> Tool:
+        """Register a tool (raises ToolError when the name is taken)."""
         if tool.name in self._tools:
             raise ToolError(f"tool {tool.name!r} is registered twice; rename one of them")
         self._tools[tool.name] = tool
-        self._described = None
+        self._changed()
         return tool
+
+    def remove(self, name: str) -> None:
+        """Unregister a tool (no error when it is not registered)."""
+        if self._tools.pop(name, None) is not None:
+            self._changed()
+
+    def replace_source(self, source: str, tools: Iterable[Tool]) -> None:
+        """Replace every tool of ``source`` (e.g. ``mcp:calendar``) with ``tools``."""
+        for name in [n for n, t in self._tools.items() if t.source == source]:
+            del self._tools[name]
+        self._changed()
+        for tool in tools:
+            self.add(tool)
+
+    def _changed(self) -> None:
+        self._described = None
+        self._gated = [t for t in self._tools.values() if t.available is not None]
 
     def tool(
         self,
@@ -128,117 +239,137 @@ class ToolRegistry:
         description: str | None = None,
         timeout_s: float = 10.0,
         side_effects: SideEffects = "read",
+        contract: ToolContract | str | Path | None = None,
+        version: str = "1.0.0",
+        retry: RetryPolicy | None = None,
+        permissions: Iterable[str] = (),
+        errors: Mapping[str, ErrorCode | Mapping[str, Any]] | None = None,
+        output_schema: dict[str, Any] | None = None,
+        on_output_violation: Literal["fail", "log_only"] | Fallback = "fail",
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-        """Decorator: register a sync or async function as a tool, schema from its signature."""
+        """Decorator: register a sync or async function as a tool.
+
+        With ``contract`` (a :class:`ToolContract` or the path of its YAML file) the
+        function is bound to that contract; otherwise a contract is generated from the
+        function's typed signature, its docstring (or ``description``) and the options.
+        """
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+            model = model_from_signature(fn)
+            schema = schema_of(model)
+            if contract is not None:
+                bound = contract if isinstance(contract, ToolContract) else \
+                    load_tool_contract(contract)
+                self.add(Tool(bound.name, bound.description, fn, bound.input_schema,
+                              contract=bound,
+                              input_model=model if schema == bound.input_schema else None))
+                return fn
             doc = description or inspect.getdoc(fn) or ""
             if not doc:
                 raise ToolError(
                     f"tool {fn.__name__}: give it a docstring or description= (models read it)"
                 )
-            model = model_from_signature(fn)
-            self.add(
-                Tool(
-                    name=name or fn.__name__,
-                    description=doc,
-                    fn=fn,
-                    input_schema=schema_of(model),
-                    input_model=model,
-                    timeout_s=timeout_s,
-                    side_effects=side_effects,
-                )
-            )
+            generated = ToolContract(
+                name=name or fn.__name__, version=version, description=doc,
+                side_effects=side_effects, timeout_s=timeout_s, retry=retry or RetryPolicy(),
+                permissions=tuple(permissions),
+                errors={k: v if isinstance(v, ErrorCode) else ErrorCode(**v)
+                        for k, v in (errors or {}).items()},
+                on_output_violation=on_output_violation, input_schema=schema,
+                output_schema=output_schema if output_schema is not None
+                else output_schema_of(fn))
+            self.add(Tool(generated.name, doc, fn, schema, contract=generated, input_model=model))
             return fn
 
         return register
 
     def get(self, name: str) -> Tool:
+        """The tool ``name``; raises ToolError (listing the known tools) when unknown."""
         try:
             return self._tools[name]
         except KeyError:
             known = ", ".join(sorted(self._tools)) or "none"
             raise ToolError(f"unknown tool {name!r}; known tools: {known}") from None
 
+    def find(self, name: str) -> Tool | None:
+        """The tool ``name``, or ``None``."""
+        return self._tools.get(name)
+
     def names(self) -> list[str]:
+        """Every registered tool name, sorted."""
         return sorted(self._tools)
 
-    def describe(self) -> list[ToolDescription]:
-        """Every tool as a brain sees it, by name (cached until a tool is added)."""
+    def tools(self) -> list[Tool]:
+        """Every registered tool, by name."""
+        return [self._tools[n] for n in self.names()]
+
+    def unavailable(self, tool: Tool) -> str | None:
+        """Why ``tool`` cannot be called now (server not ready, breaker open), or ``None``."""
+        if tool.available is not None:
+            why = tool.available()
+            if why is not None:
+                return why
+        breaker = self.breaker
+        return breaker.problem(tool.name) if breaker.any_open() else None
+
+    def describe(self, caller: Caller | None = None) -> list[ToolDescription]:
+        """Every tool a brain may plan with now, by name.
+
+        Tools whose breaker is open or whose server is not ready are left out; with a
+        ``caller``, so are the tools that caller may not call.
+        """
         if self._described is None:
             self._described = [self._tools[n].describe() for n in self.names()]
-        return self._described
+        described = self._described
+        if self._gated or self.breaker.any_open():
+            described = [d for d in described if self.unavailable(self._tools[d.name]) is None]
+        if caller is not None:
+            described = [d for d in described if self._permission(caller, d.name) is None]
+        return described
 
-    def check_call(self, tool_name: str, arguments: dict[str, Any]) -> str | None:
+    def _permission(self, caller: Caller, name: str) -> str | None:
+        tool = self._tools[name]
+        contract = tool.contract
+        assert contract is not None
+        if not contract.permissions and tool.side_effects != "destructive":
+            return None
+        return permission_problem(caller, name, tool.side_effects, contract.permissions)
+
+    def check_call(self, tool_name: str, arguments: dict[str, Any],
+                   caller: Caller | None = None) -> str | None:
+        """``None`` when the call may be made, else what is wrong with it."""
         tool = self._tools.get(tool_name)
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return f"unknown tool {tool_name!r}; known tools: {known}"
+        if (tool.available is not None or self.breaker.any_open()) and \
+                (why := self.unavailable(tool)) is not None:
+            return f"tool {tool_name!r} is unavailable: {why}"
+        if caller is not None and (denied := self._permission(caller, tool_name)) is not None:
+            return f"permission denied: {denied}"
         return tool.argument_problem(arguments)
+
+    def catalog_for(self, user_id: str) -> CallerCatalog:
+        """The catalog as ``user_id`` sees it (for the Plan contract and the brain)."""
+        return CallerCatalog(self, self.permissions.caller(user_id))
 
     def __len__(self) -> int:
         return len(self._tools)
 
 
-Emit = Callable[..., Any]
-"""``emit(EventClass, **fields)``: how the executor reports calls (TurnContext.emit)."""
+class CallerCatalog:
+    """A registry seen by one caller: only permitted tools are offered or accepted."""
 
+    __slots__ = ("caller", "registry")
 
-class ToolExecutor:
-    """Runs planned calls concurrently through one pipeline and returns result envelopes."""
-
-    def __init__(self, registry: ToolRegistry) -> None:
+    def __init__(self, registry: ToolRegistry, caller: Caller) -> None:
         self.registry = registry
+        self.caller = caller
 
-    async def execute(
-        self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit
-    ) -> list[dict[str, Any]]:
-        """Run ``(call_id, tool_name, arguments)`` calls; one envelope per call, in order."""
-        if len(calls) == 1:
-            return [await self._run_one(*calls[0], emit)]
-        return list(await asyncio.gather(*(self._run_one(*c, emit) for c in calls)))
+    def check_call(self, tool_name: str, arguments: dict[str, Any]) -> str | None:
+        """``None`` when this caller may make the call, else what is wrong with it."""
+        return self.registry.check_call(tool_name, arguments, self.caller)
 
-    async def _run_one(
-        self, call_id: str, tool_name: str, arguments: dict[str, Any], emit: Emit
-    ) -> dict[str, Any]:
-        emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments)
-        started = time.perf_counter()
-        envelope = await self._outcome(call_id, tool_name, arguments)
-        duration_ms = (time.perf_counter() - started) * 1000
-        if envelope["success"]:
-            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=True,
-                 output=envelope["output"], duration_ms=duration_ms)
-        else:
-            error = {k: envelope[k] for k in ("error_code", "message", "retryable")}
-            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False, error=error,
-                 duration_ms=duration_ms)
-        return envelope
-
-    async def _outcome(
-        self, call_id: str, tool_name: str, arguments: dict[str, Any]
-    ) -> dict[str, Any]:
-        def failure(code: str, message: str, retryable: bool) -> dict[str, Any]:
-            return {"call_id": call_id, "tool_name": tool_name, "success": False,
-                    "error_code": code, "message": message, "retryable": retryable}
-
-        problem = self.registry.check_call(tool_name, arguments)
-        if problem is not None:
-            code = "UNKNOWN_TOOL" if problem.startswith("unknown tool") else "VALIDATION_FAILED"
-            return failure(code, problem, False)
-        tool = self.registry.get(tool_name)
-        try:
-            async with asyncio.timeout(tool.timeout_s):
-                result = tool.fn(**arguments)
-                if inspect.isawaitable(result):
-                    result = await _await(result)
-        except TimeoutError:
-            return failure("TIMEOUT", f"{tool_name} did not answer within {tool.timeout_s}s", True)
-        except ToolError as exc:
-            return failure("TOOL_ERROR", str(exc), False)
-        except Exception as exc:  # a tool's own failure becomes an envelope, not a crash
-            return failure("TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}", False)
-        return {"call_id": call_id, "tool_name": tool_name, "success": True, "output": result}
-
-
-async def _await(awaitable: Awaitable[Any]) -> Any:
-    return await awaitable
+    def describe(self) -> list[ToolDescription]:
+        """The tools this caller may plan with now."""
+        return self.registry.describe(self.caller)

@@ -17,11 +17,12 @@ from .events import Event, EventList, StateEntered, StateExited, event_data, mak
 
 if TYPE_CHECKING:
     from .brain import Brain
+    from .executor import ToolExecutor
     from .graph import StateSpec
     from .memory import Memory
     from .session import Session
     from .sources import Clock
-    from .tools import ToolExecutor, ToolRegistry
+    from .tools import ToolRegistry
 
 __all__ = ["Services", "TurnContext", "TurnResult"]
 
@@ -107,7 +108,8 @@ class TurnContext:
         self.history = tuple(session.history)  # a snapshot: the turn appends later
         self._entered = time.perf_counter()
         self._answer: str | None = None
-        self._context: dict[str, Any] = {"tool_catalog": services.tools, "fact_ids": set()}
+        self._context: dict[str, Any] = {"tool_catalog": services.tools.catalog_for(user_id),
+                                         "fact_ids": set()}
 
     # --- events -----------------------------------------------------------------------
 

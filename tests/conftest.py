@@ -25,3 +25,10 @@ def make_orchestrator() -> Callable[..., Orchestrator]:
         return Orchestrator(graph if graph is not None else graph_with(), **kwargs)
 
     return make
+
+
+@pytest.fixture(autouse=True)
+def _memory_data_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Embedded memory stores (Qdrant local mode, SQLite) go to a temp dir, never ~/.local."""
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path_factory.mktemp("hermes-data")))

@@ -488,3 +488,35 @@ def test_malformed_template_is_named_with_its_line(tmp_path: Path) -> None:
 def test_missing_rules_file_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match=r"nope\.yaml:1: cannot read the file"):
         RulesBrain.from_file(tmp_path / "nope.yaml")
+
+
+# --- the demo MCP server's calendar ------------------------------------------------------------
+
+
+def registry_with_calendar() -> ToolRegistry:
+    """The demo tools plus the MCP server's calendar_query, registered under its MCP name."""
+    from hermes_fsm.demo_calendar import CALENDAR_QUERY, calendar_query
+
+    registry = build_demo_registry()
+    registry.tool(name="demo.calendar_query", description=CALENDAR_QUERY)(calendar_query)
+    return registry
+
+
+async def test_a_stock_question_also_plans_the_calendar_when_the_mcp_tool_is_offered() -> None:
+    plan = await plan_for(EN_STOCK, registry_with_calendar())
+    assert [(c.tool_name, c.arguments) for c in plan.tool_calls] == [
+        ("inventory_lookup", {"sku": "A1001", "warehouse": "east"}),
+        ("demo.calendar_query", {"query": "A1001", "warehouse": "east"})]
+
+
+async def test_the_answer_cites_the_stock_and_the_next_restock() -> None:
+    out = await turn(EN_STOCK, registry_with_calendar())
+    assert out["response"].text == (
+        "There are 342 units of A1001 (Wireless mouse) in the East China warehouse. "
+        "On the calendar: Restock A1001 (Wireless mouse) on 2026-12-03.")
+    assert len(out["response"].evidence) == 2
+
+
+async def test_the_chinese_answer_cites_the_next_restock_too() -> None:
+    out = await turn(ZH_STOCK, registry_with_calendar())
+    assert "342" in out["response"].text and "2026-12-03 Restock A1001" in out["response"].text

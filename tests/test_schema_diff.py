@@ -437,6 +437,12 @@ def test_enum_value_swapped_lists_removed_and_added_values() -> None:
     assert changes[0].detail == 'values removed: ["b"], added: ["c"]'
 
 
+def test_enum_added_beside_const_intersects_the_values() -> None:
+    changes = diff_schemas({"const": 1}, {"const": 1, "enum": ["a"]})
+    assert kinds(changes) == {("/const", "const_changed", True)}
+    assert changes[0].detail == "values removed: [1]"
+
+
 def test_enum_added_is_breaking() -> None:
     changes = diff_schemas({"type": "string"}, {"type": "string", "enum": ["a"]})
     assert kinds(changes) == {("/enum", "enum_added", True)}
@@ -713,6 +719,102 @@ def test_self_nested_anyof_ref_terminates() -> None:
     schema = {"$ref": "#/$defs/A", "$defs": {"A": {"anyOf": [{"$ref": "#/$defs/A"},
                                                           {"type": "null"}]}}}
     assert diff_schemas(schema, {"type": "null"}) == []
+
+
+def test_change_in_shared_definition_is_reported_once_where_first_reached() -> None:
+    class Old(BaseModel):
+        model_config = STRICT
+        first: ToolCall
+        second: ToolCall
+
+    class NewCall(ToolCall):
+        tool_name: str = Field(min_length=2)
+
+    class New(BaseModel):
+        model_config = STRICT
+        first: NewCall
+        second: NewCall
+
+    changes = diff_schemas(Old.model_json_schema(), New.model_json_schema())
+    assert kinds(changes) == {("/properties/first/properties/tool_name/minLength",
+                               "bound_tightened", True)}
+
+
+def expression_schema(lit_max: float) -> dict[str, Any]:
+    """A recursive discriminated union, like an expression tree."""
+
+    class Lit(BaseModel):
+        kind: Literal["lit"]
+        value: float = Field(le=lit_max)
+
+    class Add(BaseModel):
+        kind: Literal["add"]
+        left: Expr
+        right: Expr
+
+    class Neg(BaseModel):
+        kind: Literal["neg"]
+        arg: Expr | None = None
+
+    Expr = Annotated[Lit | Add | Neg, Field(discriminator="kind")]
+
+    class Program(BaseModel):
+        body: list[Expr]  # type: ignore[valid-type]
+        main: Expr | None = None  # type: ignore[valid-type]
+
+    for model in (Add, Neg, Program):
+        model.model_rebuild(_types_namespace={"Expr": Expr})
+    return Program.model_json_schema()
+
+
+def test_recursive_discriminated_union_is_compared_without_blowup() -> None:
+    assert diff_schemas(expression_schema(10), expression_schema(10)) == []
+    changes = diff_schemas(expression_schema(10), expression_schema(5))
+    assert kinds(changes) == {
+        ("/properties/body/items/oneOf/0/properties/value/maximum", "bound_tightened", True)}
+
+
+def test_model_made_optional_keeps_pairing_and_reports_inner_narrowing() -> None:
+    class Old(BaseModel):
+        model_config = STRICT
+        call: ToolCall
+
+    class NarrowCall(ToolCall):
+        tool_name: str = Field(min_length=5)
+
+    class New(BaseModel):
+        model_config = STRICT
+        call: NarrowCall | None = None
+
+    changes = diff_schemas(Old.model_json_schema(), New.model_json_schema())
+    assert kinds(changes) == {
+        ("/properties/call/anyOf/0/properties/tool_name/minLength", "bound_tightened", True),
+        ("/properties/call/anyOf/1", "branch_added", False),
+        ("/properties/call", "required_removed", False)}
+
+
+def test_union_member_renamed_without_change_is_only_cosmetic() -> None:
+    defs = {"A": obj({"x": {"type": "string"}}, title="A"),
+            "B": obj({"y": {"type": "string"}}, title="B")}
+    old = {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "$defs": defs}
+    new = {"anyOf": [{"$ref": "#/$defs/B"}, {"$ref": "#/$defs/A2"}],
+           "$defs": {"A2": {**defs["A"], "title": "A2"}, "B": defs["B"]}}
+    changes = diff_schemas(old, new)
+    assert [(c.path, c.kind) for c in changes] == [("/anyOf/1/title", "title_changed")]
+
+
+def test_ref_branch_removed_is_not_paired_with_another_old_member() -> None:
+    defs = {"A": obj({"x": {"type": "string"}}, additionalProperties=False),
+            "B": obj({"y": {"type": "string"}}, additionalProperties=False)}
+    old = {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/B"}], "$defs": defs}
+    new = {"anyOf": [{"$ref": "#/$defs/B"}], "$defs": defs}
+    assert kinds(diff_schemas(old, new)) == {("/anyOf/0", "branch_removed", True)}
+
+
+def test_duplicate_ref_branches_pair_one_to_one() -> None:
+    schema = {"anyOf": [{"$ref": "#/$defs/A"}, {"$ref": "#/$defs/A"}],
+              "$defs": {"A": {"type": "string"}}}
+    assert diff_schemas(schema, {**schema}) == []
 
 
 def test_title_and_description_changes_are_patch() -> None:

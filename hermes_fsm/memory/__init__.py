@@ -1,0 +1,48 @@
+"""Memory in three tiers: working (Redis / in-process), semantic (Qdrant / local mode),
+experience (PostgreSQL / SQLite), behind protocols, composed by :class:`TieredMemory`.
+
+The engine's handlers see the :class:`Memory` protocol (``recall``, ``apply``,
+``forget``). ``Orchestrator()`` uses :class:`InProcessMemory`; ``Orchestrator.from_config``
+builds what the ``memory:`` section says (:func:`build_memory`).
+"""
+
+from __future__ import annotations
+
+from .background import BackgroundCommits
+from .embedders import Embedder, HashingEmbedder
+from .experience import Experience, ExperienceLog, ToolOutcomes
+from .items import MemoryItem, WriteOutcome, item_id
+from .recall import RecallPolicy, estimate_tokens, format_recall
+from .semantic import InProcessSemanticStore, SemanticStore
+from .tiered import InProcessMemory, Memory, TieredMemory
+from .working import InProcessWorkingMemory, WorkingMemory
+
+__all__ = [
+    "BackgroundCommits",
+    "Embedder",
+    "Experience",
+    "ExperienceLog",
+    "HashingEmbedder",
+    "InProcessMemory",
+    "InProcessSemanticStore",
+    "InProcessWorkingMemory",
+    "Memory",
+    "MemoryItem",
+    "RecallPolicy",
+    "SemanticStore",
+    "TieredMemory",
+    "ToolOutcomes",
+    "WorkingMemory",
+    "WriteOutcome",
+    "build_memory",
+    "estimate_tokens",
+    "format_recall",
+    "item_id",
+]
+
+
+def build_memory(config: object = None) -> TieredMemory:
+    """The tiers a :class:`~hermes_fsm.memory.settings.MemoryConfig` asks for (lazy import)."""
+    from .factory import build_memory as build
+
+    return build(config)  # type: ignore[arg-type]

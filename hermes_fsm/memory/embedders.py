@@ -1,0 +1,103 @@
+"""Embedders: text to unit vectors. The default needs no model and no network.
+
+:class:`HashingEmbedder` hashes word unigrams and bigrams, character trigrams of Latin
+words, and character unigrams and bigrams of CJK text into a fixed number of signed
+buckets, then L2-normalizes. It handles Chinese and English, is deterministic across
+processes (blake2b, not Python's salted ``hash``), and costs tens of microseconds a text.
+
+>>> e = HashingEmbedder(dim=64)
+>>> [len(v) for v in e.embed(["I prefer email", "我喜欢邮件"])]
+[64, 64]
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Sequence
+from functools import lru_cache
+from hashlib import blake2b
+from typing import Protocol, runtime_checkable
+
+__all__ = ["Embedder", "HashingEmbedder", "cosine"]
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into vectors of ``dim`` floats (unit length)."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One vector per text, in order."""
+        ...
+
+
+_TOKEN = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]+|[^\W_]+", re.UNICODE)
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_STOP = frozenset(
+    "a an the is are was were be been am i me my mine you your we our it its of to in on "
+    "for at by with and or do does did what which who how please can could would should "
+    "that this there here about from as so any".split()
+)
+
+
+@lru_cache(maxsize=65536)
+def _bucket(feature: str, dim: int) -> tuple[int, float]:
+    digest = blake2b(feature.encode("utf-8"), digest_size=8).digest()
+    number = int.from_bytes(digest, "little")
+    return number % dim, (1.0 if (number >> 63) & 1 else -1.0)
+
+
+def _features(text: str) -> list[tuple[str, float]]:
+    feats: list[tuple[str, float]] = []
+    words: list[str] = []
+    for token in _TOKEN.findall(text.lower()):
+        if _CJK.match(token):
+            feats.extend((f"c:{ch}", 1.0) for ch in token)
+            feats.extend((f"c2:{token[i:i + 2]}", 1.5) for i in range(len(token) - 1))
+            words.append(token)
+            continue
+        if token in _STOP:
+            continue
+        words.append(token)
+        feats.append((f"w:{token}", 2.0))
+        padded = f"<{token}>"
+        feats.extend((f"t:{padded[i:i + 3]}", 0.5) for i in range(len(padded) - 2))
+    feats.extend((f"b:{a} {b}", 1.0) for a, b in itertools.pairwise(words))
+    return feats
+
+
+class HashingEmbedder:
+    """The offline default: hashed word and character n-grams (Chinese and English).
+
+    Args:
+        dim: vector size (default 512).
+    """
+
+    def __init__(self, dim: int = 512) -> None:
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit vector per text (all zeros for a text with no features)."""
+        out = []
+        dim = self.dim
+        for text in texts:
+            vector = [0.0] * dim
+            for feature, weight in _features(text):
+                index, sign = _bucket(feature, dim)
+                vector[index] += sign * weight
+            norm = math.sqrt(sum(x * x for x in vector))
+            out.append([x / norm for x in vector] if norm else vector)
+        return out
+
+
+def cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    """Cosine similarity of two vectors (0 when either is all zeros)."""
+    dot = sum(x * y for x, y in zip(a, b, strict=True))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0

@@ -1,0 +1,106 @@
+"""The experience tier: a causal log of tool outcomes, errors, durations and feedback.
+
+Each :class:`Experience` says which request (the user's message, ``request``) led to
+which call (``tool``, ``arguments``) and what came of it (``ok``, ``error_code``,
+``duration_ms``), per user, session and turn. Entries are keyed by ``entry_id``: writing
+the same entry twice keeps one.
+
+The log feeds back: :class:`ToolOutcomes` is what the tool layer's circuit breaker reads
+(``failure_rate``) and what planning is shown (``similar_outcomes``).
+Backends: :mod:`.sqlite_experience` (the embedded default), :mod:`.postgres_experience`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from .embedders import Embedder
+
+__all__ = ["Experience", "ExperienceLog", "ToolOutcomes", "rank_similar"]
+
+ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit"]
+
+
+@dataclass(frozen=True, slots=True)
+class Experience:
+    """One entry of the experience log.
+
+    Attributes:
+        entry_id: unique; the idempotency key (e.g. ``{turn}:{call_id}``).
+        kind: ``tool_call``, ``error`` (a state failed), ``feedback`` (a correction),
+            ``memory_commit`` (a memory update was applied).
+        request: the user's message that led to it (the cause).
+        tool, arguments: the call (the input), for ``tool_call``.
+        ok, error_code, detail: what came of it.
+        caused_by: the entry or call this one follows from (e.g. the call id).
+        event_seq: the session event it was taken from.
+    """
+
+    entry_id: str
+    kind: str
+    user_id: str
+    session_id: str
+    turn_id: str
+    at: datetime
+    ok: bool = True
+    tool: str | None = None
+    request: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error_code: str | None = None
+    detail: Any = None
+    duration_ms: float = 0.0
+    caused_by: str | None = None
+    event_seq: int | None = None
+    score: float | None = field(default=None, compare=False)
+
+
+@runtime_checkable
+class ToolOutcomes(Protocol):
+    """What the tool layer and planning read from experience."""
+
+    async def failure_rate(self, tool: str, window: timedelta,
+                           now: datetime | None = None) -> float:
+        """Failed calls / calls of ``tool`` within ``window`` before ``now`` (0.0 if none)."""
+        ...
+
+    async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
+        """Past tool outcomes of ``user_id`` whose requests resemble ``text``, best first."""
+        ...
+
+
+@runtime_checkable
+class ExperienceLog(ToolOutcomes, Protocol):
+    """An append-only, idempotent log of experiences."""
+
+    name: str
+
+    async def record(self, entries: Sequence[Experience]) -> int:
+        """Write entries in one transaction (all or none); returns how many were new."""
+        ...
+
+    async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:
+        """The latest entries of ``user_id``, newest first."""
+        ...
+
+    async def forget(self, user_id: str) -> int:
+        """Remove every entry of ``user_id``; returns how many."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections and files."""
+        ...
+
+
+def rank_similar(entries: Sequence[Experience], text: str, embedder: Embedder,
+                 k: int) -> list[Experience]:
+    """The ``k`` entries whose ``request`` is most similar to ``text`` (score > 0)."""
+    if not entries:
+        return []
+    query, *vectors = embedder.embed([text, *(e.request for e in entries)])
+    scored = [(sum(a * b for a, b in zip(query, v, strict=True)), e)
+              for v, e in zip(vectors, entries, strict=True)]
+    scored.sort(key=lambda s: s[0], reverse=True)
+    return [replace(e, score=s) for s, e in scored[:k] if s > 0]

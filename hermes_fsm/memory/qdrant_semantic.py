@@ -1,0 +1,260 @@
+"""The semantic tier on Qdrant: a server (``url=``) or qdrant-client local mode (``path=``).
+
+One collection holds every user's items; each point's payload carries the item and its
+``user_id``, and every read and write filters on it, so no query crosses users.
+
+Local mode (``path=`` or ``":memory:"``) is brute force in Python and ignores payload
+indexes: a filtered query over 10k points takes about half a second. Since ``path=``
+locks the store to one process, nothing else can write to it, so this store keeps an
+in-memory index (:class:`InProcessSemanticStore`) loaded at open and written through:
+Qdrant stays the store of record, recall reads the index.
+
+Requires qdrant-client (a core dependency: it is the embedded default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..errors import MemoryStoreError, VectorSizeMismatch
+from .items import MemoryItem, Status
+from .semantic import InProcessSemanticStore
+
+__all__ = ["QdrantSemanticStore"]
+
+
+class QdrantSemanticStore:
+    """Memory items in a Qdrant collection.
+
+    Args:
+        dim: the embedder's vector size (checked against an existing collection).
+        url: a Qdrant server (``http://host:6333``); or
+        path: a directory for local mode on disk (``":memory:"`` for no disk).
+        collection: the collection name.
+        api_key: for a server that needs one.
+        timeout_s: request timeout for a server.
+
+    Opened lazily on first use.
+    """
+
+    def __init__(self, dim: int, *, url: str | None = None, path: str | None = None,
+                 collection: str = "hermes_memory", api_key: str | None = None,
+                 timeout_s: float = 10.0) -> None:
+        if (url is None) == (path is None):
+            raise MemoryStoreError("QdrantSemanticStore needs exactly one of url= (a server) "
+                                   "or path= (local mode; ':memory:' for no disk)")
+        self.dim = dim
+        self.url, self.path, self.collection = url, path, collection
+        self.local = url is None
+        self.name = (f"Qdrant collection {collection!r} at "
+                     f"{url if url else 'local mode ' + str(path)}")
+        self._api_key, self._timeout = api_key, timeout_s
+        self._client: Any = None
+        self._index: InProcessSemanticStore | None = None
+
+    async def _open(self) -> Any:
+        if self._client is not None:
+            return self._client
+        from qdrant_client import AsyncQdrantClient, models
+
+        try:
+            if self.local:
+                client = (AsyncQdrantClient(location=":memory:") if self.path == ":memory:"
+                          else AsyncQdrantClient(path=self.path))
+            else:
+                client = AsyncQdrantClient(url=self.url, api_key=self._api_key,
+                                           timeout=int(self._timeout))
+            if await client.collection_exists(self.collection):
+                info = await client.get_collection(self.collection)
+                size = info.config.params.vectors.size
+                if size != self.dim:
+                    await client.close()
+                    raise VectorSizeMismatch(
+                        f"{self.name} holds vectors of size {size}, but the embedder makes "
+                        f"{self.dim}: configure the embedder the collection was filled with, "
+                        "or a new collection (memory.qdrant_collection) and let it refill")
+            else:
+                await client.create_collection(
+                    self.collection, vectors_config=models.VectorParams(
+                        size=self.dim, distance=models.Distance.COSINE))
+                if not self.local:
+                    for field in ("user_id", "status", "key"):
+                        await client.create_payload_index(self.collection, field, "keyword")
+        except (VectorSizeMismatch, MemoryStoreError):
+            raise
+        except RuntimeError as exc:  # local mode: "already accessed by another instance"
+            raise MemoryStoreError(
+                f"{self.name}: {exc}; local mode lets one process use a directory at a time: "
+                "stop the other hermes-fsm process, or point memory.data_dir elsewhere, or "
+                "use a Qdrant server (HERMES_QDRANT_URL)") from exc
+        except Exception as exc:
+            raise MemoryStoreError(f"{self.name}: cannot open ({type(exc).__name__}: {exc}); "
+                                   "check the URL/path and that the server is up") from exc
+        self._client = client
+        if self.local:
+            self._index = InProcessSemanticStore(self.dim)
+            offset = None
+            while True:
+                points, offset = await client.scroll(self.collection, limit=1000, offset=offset,
+                                                     with_payload=True, with_vectors=True)
+                for point in points:
+                    self._index.load(MemoryItem.from_payload(point.payload), point.vector)
+                if offset is None:
+                    break
+        return client
+
+    def _absent(self) -> bool:
+        """Local mode on a directory that does not exist yet: nothing to read, nothing to open.
+
+        Reads then answer empty without importing qdrant-client (seconds on a cold start).
+        """
+        return (self._client is None and self.local and self.path != ":memory:"
+                and not (Path(str(self.path)) / "collection").exists())
+
+    @staticmethod
+    def _user_filter(user_id: str, *more: Any) -> Any:
+        from qdrant_client import models
+
+        return models.Filter(must=[
+            models.FieldCondition(key="user_id", match=models.MatchValue(value=user_id)),
+            *more])
+
+    async def put(self, items: Sequence[MemoryItem],
+                  vectors: Sequence[Sequence[float]]) -> None:
+        from qdrant_client import models
+
+        client = await self._open()
+        for vector in vectors:
+            if len(vector) != self.dim:
+                raise VectorSizeMismatch(f"{self.name}: holds vectors of size {self.dim}, "
+                                         f"got one of size {len(vector)}")
+        points = [models.PointStruct(id=item.item_id, vector=list(vector),
+                                     payload={**item.to_payload(),
+                                              "updated_ts": item.updated_at.timestamp()})
+                  for item, vector in zip(items, vectors, strict=True)]
+        await self._call(client.upsert(self.collection, points=points, wait=True), "write")
+        if self._index is not None:
+            await self._index.put(items, vectors)
+
+    async def _call(self, coro: Any, what: str) -> Any:
+        try:
+            return await coro
+        except MemoryStoreError:
+            raise
+        except Exception as exc:
+            raise MemoryStoreError(f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); "
+                                   "nothing else was changed; the commit will be retried") from exc
+
+    async def get(self, user_id: str, item_ids: Sequence[str]) -> list[MemoryItem]:
+        if not item_ids or self._absent():
+            return []
+        await self._open()
+        if self._index is not None:
+            return await self._index.get(user_id, item_ids)
+        from qdrant_client import models
+
+        points, _ = await self._call(self._client.scroll(
+            self.collection, scroll_filter=self._user_filter(
+                user_id, models.HasIdCondition(has_id=list(item_ids))),
+            limit=max(1, len(item_ids)), with_payload=True), "read")
+        return [MemoryItem.from_payload(p.payload) for p in points]
+
+    async def active(self, user_id: str, key: str, domain: str | None) -> list[MemoryItem]:
+        if self._absent():
+            return []
+        await self._open()
+        if self._index is not None:
+            return await self._index.active(user_id, key, domain)
+        from qdrant_client import models
+
+        points, _ = await self._call(self._client.scroll(
+            self.collection, scroll_filter=self._user_filter(
+                user_id,
+                models.FieldCondition(key="key", match=models.MatchValue(value=key)),
+                models.FieldCondition(key="status", match=models.MatchValue(value="active"))),
+            limit=1000, with_payload=True), "read")
+        items = [MemoryItem.from_payload(p.payload) for p in points]
+        return [i for i in items if i.domain == domain]
+
+    async def mark(self, user_id: str, item_ids: Sequence[str], status: Status,
+                   superseded_by: str | None, now: datetime) -> None:
+        if not item_ids:
+            return
+        from qdrant_client import models
+
+        client = await self._open()
+        payload = {"status": status, "superseded_by": superseded_by,
+                   "updated_at": now.isoformat(), "updated_ts": now.timestamp()}
+        await self._call(client.set_payload(
+            self.collection, payload=payload, wait=True,
+            points=self._user_filter(user_id, models.HasIdCondition(has_id=list(item_ids)))),
+            "status update")
+        if self._index is not None:
+            await self._index.mark(user_id, item_ids, status, superseded_by, now)
+
+    async def search(self, user_id: str, vector: Sequence[float],
+                     limit: int) -> list[MemoryItem]:
+        from dataclasses import replace
+
+        if self._absent():
+            return []
+        from qdrant_client import models
+
+        client = await self._open()
+        if self._index is not None:
+            return self._index.search_now(user_id, vector, limit)
+        result = await self._call(client.query_points(
+            self.collection, query=list(vector), limit=limit, with_payload=True,
+            query_filter=self._user_filter(
+                user_id,
+                models.FieldCondition(key="status", match=models.MatchValue(value="active")))),
+            "search")
+        return [replace(MemoryItem.from_payload(p.payload), score=p.score)
+                for p in result.points]
+
+    async def items(self, user_id: str) -> list[MemoryItem]:
+        if self._absent():
+            return []
+        client = await self._open()
+        if self._index is not None:
+            return await self._index.items(user_id)
+        out: list[MemoryItem] = []
+        offset = None
+        while True:
+            points, offset = await self._call(client.scroll(
+                self.collection, scroll_filter=self._user_filter(user_id), limit=1000,
+                offset=offset, with_payload=True), "read")
+            out.extend(MemoryItem.from_payload(p.payload) for p in points)
+            if offset is None:
+                return sorted(out, key=lambda i: i.created_at)
+
+    async def count(self, user_id: str) -> int:
+        """Points of ``user_id`` in the collection itself (not the index)."""
+        if self._absent():
+            return 0
+        client = await self._open()
+        result = await client.count(self.collection, count_filter=self._user_filter(user_id),
+                                    exact=True)
+        return int(result.count)
+
+    async def delete_user(self, user_id: str) -> int:
+        if self._absent():
+            return 0
+        from qdrant_client import models
+
+        client = await self._open()
+        removed = await self.count(user_id)
+        await self._call(client.delete(
+            self.collection, points_selector=models.FilterSelector(
+                filter=self._user_filter(user_id)), wait=True), "delete")
+        if self._index is not None:
+            await self._index.delete_user(user_id)
+        return removed
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client, self._index = self._client, None, None
+            await client.close()

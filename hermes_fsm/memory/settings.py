@@ -1,0 +1,69 @@
+"""The ``memory:`` section of the configuration (see :mod:`hermes_fsm.config`).
+
+::
+
+    memory:
+      data_dir: ~/.local/share/hermes-fsm   # embedded stores (Qdrant local mode, SQLite)
+      redis_url: redis://127.0.0.1:6379/0     # working memory on Redis (else in-process)
+      postgres_url: postgresql://postgres@127.0.0.1:5432/test   # experience (else SQLite)
+      qdrant_url: http://127.0.0.1:6333       # semantic on a server (else local mode)
+      embedder: {kind: hashing}               # or minilm, or openai (url, model, dim)
+      recall: {k: 5, threshold: 0.12, half_life_days: {progress: 7}}
+
+``HERMES_DATA_DIR``, ``HERMES_REDIS_URL``, ``HERMES_POSTGRES_URL`` and ``HERMES_QDRANT_URL``
+override the file.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["EmbedderConfig", "MemoryConfig", "RecallConfig", "default_data_dir"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class EmbedderConfig(_Strict):
+    """Which embedder: ``hashing`` (offline default), ``minilm`` (ONNX), ``openai`` (HTTP)."""
+
+    kind: Literal["hashing", "minilm", "openai"] = "hashing"
+    dim: int = Field(default=512, ge=8, le=8192, description="hashing: vector size")
+    url: str | None = Field(default=None, description="openai: base URL (…/v1)")
+    model: str | None = Field(default=None, description="openai: model name")
+    api_key_env: str = Field(default="OPENAI_API_KEY", description="openai: key variable")
+
+
+class RecallConfig(_Strict):
+    """How recall ranks and cuts."""
+
+    k: int = Field(default=5, ge=0, le=100)
+    threshold: float = Field(default=0.12, ge=0.0, le=1.0)
+    half_life_days: dict[Literal["preference", "fact", "progress", "correction"], float] = {}
+
+
+class MemoryConfig(_Strict):
+    """Where the three memory tiers live; every field has an embedded default."""
+
+    data_dir: Path | None = None
+    redis_url: str | None = None
+    postgres_url: str | None = None
+    postgres_schema: str = "hermes"
+    qdrant_url: str | None = None
+    qdrant_collection: str = "hermes_memory"
+    working_ttl_s: float = Field(default=900.0, gt=0)
+    embedder: EmbedderConfig = EmbedderConfig()
+    recall: RecallConfig = RecallConfig()
+
+
+def default_data_dir() -> Path:
+    """``$HERMES_DATA_DIR``, else ``$XDG_DATA_HOME/hermes-fsm``, else ``~/.local/share/…``."""
+    if os.environ.get("HERMES_DATA_DIR"):
+        return Path(os.environ["HERMES_DATA_DIR"])
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "hermes-fsm"

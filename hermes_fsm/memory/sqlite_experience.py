@@ -1,0 +1,138 @@
+"""The experience log on SQLite (stdlib ``sqlite3``): the embedded default.
+
+One file (or ``":memory:"``), WAL journal; the schema is created and migrated on open
+(``PRAGMA user_version`` holds its version). Calls are synchronous and short; they run on
+the event loop's thread.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from ..errors import MemoryStoreError
+from .embedders import Embedder, HashingEmbedder
+from .experience import Experience, rank_similar
+
+__all__ = ["SQLiteExperienceLog"]
+
+_MIGRATIONS = [
+    """
+    CREATE TABLE IF NOT EXISTS hermes_experience (
+        entry_id TEXT PRIMARY KEY, kind TEXT NOT NULL, user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL, turn_id TEXT NOT NULL, at REAL NOT NULL,
+        ok INTEGER NOT NULL, tool TEXT, request TEXT NOT NULL, arguments TEXT NOT NULL,
+        error_code TEXT, detail TEXT, duration_ms REAL NOT NULL, caused_by TEXT,
+        event_seq INTEGER);
+    CREATE INDEX IF NOT EXISTS hermes_experience_tool_at ON hermes_experience (tool, at);
+    CREATE INDEX IF NOT EXISTS hermes_experience_user_at ON hermes_experience (user_id, at);
+    """,
+]
+_COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
+            "error_code, detail, duration_ms, caused_by, event_seq")
+
+
+class SQLiteExperienceLog:
+    """The experience log in a SQLite file.
+
+    Args:
+        path: the database file (its directory is created), or ``":memory:"``.
+        embedder: ranks requests for :meth:`similar_outcomes` (default: hashing).
+    """
+
+    def __init__(self, path: str | Path = ":memory:", embedder: Embedder | None = None) -> None:
+        self.path = str(path)
+        self.name = f"SQLite experience log at {self.path}"
+        self.embedder = embedder or HashingEmbedder()
+        self._db: sqlite3.Connection | None = None
+
+    def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            try:
+                if self.path != ":memory:":
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("PRAGMA synchronous=NORMAL")
+                version = db.execute("PRAGMA user_version").fetchone()[0]
+                for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
+                    db.executescript(f"BEGIN; {ddl}; PRAGMA user_version={number}; COMMIT;")
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"{self.name}: cannot open ({exc}); check that the "
+                                       "directory is writable (memory.data_dir)") from exc
+            self._db = db
+        return self._db
+
+    async def record(self, entries: Sequence[Experience]) -> int:
+        if not entries:
+            return 0
+        db = self._conn()
+        rows = [_row(e) for e in entries]
+        try:
+            db.execute("BEGIN")
+            before = db.total_changes
+            db.executemany(f"INSERT INTO hermes_experience ({_COLUMNS}) VALUES "
+                           f"({', '.join('?' * 15)}) ON CONFLICT (entry_id) DO NOTHING", rows)
+            new = db.total_changes - before
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise MemoryStoreError(f"{self.name}: write failed ({exc}); nothing was written; "
+                                   "the commit will be retried") from exc
+        return new
+
+    async def failure_rate(self, tool: str, window: timedelta,
+                           now: datetime | None = None) -> float:
+        now = now or datetime.now(UTC)
+        total, failed = self._conn().execute(
+            "SELECT count(*), coalesce(sum(1 - ok), 0) FROM hermes_experience "
+            "WHERE kind = 'tool_call' AND tool = ? AND at > ? AND at <= ?",
+            (tool, (now - window).timestamp(), now.timestamp())).fetchone()
+        return failed / total if total else 0.0
+
+    async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? AND kind = 'tool_call' "
+            "ORDER BY at DESC LIMIT 500", (user_id,)).fetchall()
+        return rank_similar([_entry(r) for r in rows], text, self.embedder, k)
+
+    async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? "
+            "ORDER BY at DESC, entry_id LIMIT ?", (user_id, limit)).fetchall()
+        return [_entry(r) for r in rows]
+
+    async def count(self, user_id: str) -> int:
+        """Rows of ``user_id`` in the table itself."""
+        return int(self._conn().execute(
+            "SELECT count(*) FROM hermes_experience WHERE user_id = ?", (user_id,)).fetchone()[0])
+
+    async def forget(self, user_id: str) -> int:
+        cursor = self._conn().execute("DELETE FROM hermes_experience WHERE user_id = ?",
+                                      (user_id,))
+        return cursor.rowcount
+
+    async def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+
+def _row(e: Experience) -> tuple[Any, ...]:
+    return (e.entry_id, e.kind, e.user_id, e.session_id, e.turn_id, e.at.timestamp(), int(e.ok),
+            e.tool, e.request, json.dumps(e.arguments, ensure_ascii=False, default=str),
+            e.error_code, json.dumps(e.detail, ensure_ascii=False, default=str), e.duration_ms,
+            e.caused_by, e.event_seq)
+
+
+def _entry(r: tuple[Any, ...]) -> Experience:
+    return Experience(entry_id=r[0], kind=r[1], user_id=r[2], session_id=r[3], turn_id=r[4],
+                      at=datetime.fromtimestamp(r[5], UTC), ok=bool(r[6]), tool=r[7],
+                      request=r[8], arguments=json.loads(r[9]), error_code=r[10],
+                      detail=json.loads(r[11]) if r[11] is not None else None,
+                      duration_ms=r[12], caused_by=r[13], event_seq=r[14])

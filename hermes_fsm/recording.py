@@ -1,0 +1,262 @@
+"""Recordings: a session's events as JSONL, with a header naming what produced them.
+
+Format (version 1), one JSON object per line::
+
+    {"format": "hermes-fsm/recording", "format_version": 1, "package_version": "0.1.0",
+     "session_id": "s1", "user_id": "alice", "recorded_at": "2026-…Z",
+     "graph": {"name": "agent_turn", "version": "1.0.0", "hash": "…", "path": "…"},
+     "contracts": {"intent": "1.0.0", "plan": "1.0.0", …},
+     "tools": {"inventory_lookup": "…schema hash…", …}}
+    {"session_id": "s1", "turn_id": "…", "seq": 1, "at": "…", "kind": "turn_started", …}
+    …
+
+The first line is the header; every later line is one event (:data:`hermes_fsm.events.Event`),
+in sequence order. A reader refuses a file whose header is missing, of another format, or
+of a format version it does not know, saying which versions it reads.
+
+>>> from hermes_fsm import Orchestrator
+>>> import asyncio, io
+>>> orchestrator = Orchestrator()
+>>> _ = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
+>>> text = recording_text(orchestrator, "s1")
+>>> rec = parse_recording(text, "<memory>")
+>>> rec.header.graph.name, rec.events[0].kind, rec.turn_ids() == [rec.events[0].turn_id]
+('agent_turn', 'turn_started', True)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from .errors import HermesError
+from .events import EVENT_ADAPTER, EVENTS_ADAPTER, Event
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "GraphInfo",
+    "Recording",
+    "RecordingError",
+    "RecordingHeader",
+    "RecordingSink",
+    "iter_recordings",
+    "load_recording",
+    "parse_recording",
+    "recording_header",
+    "recording_text",
+]
+
+FORMAT = "hermes-fsm/recording"
+FORMAT_VERSION = 1
+READABLE_VERSIONS = (1,)
+
+
+class RecordingError(HermesError):
+    """A recording cannot be read: wrong format, unknown version, or a malformed line."""
+
+
+class GraphInfo(BaseModel):
+    """The graph a recording was made with."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    version: str
+    hash: str
+    path: str = ""
+
+
+class RecordingHeader(BaseModel):
+    """The first line of a recording."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    format: Literal["hermes-fsm/recording"] = FORMAT
+    format_version: int = FORMAT_VERSION
+    package_version: str
+    session_id: str
+    user_id: str
+    recorded_at: datetime
+    graph: GraphInfo
+    contracts: dict[str, str]
+    tools: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """A parsed recording: its header, its events, and where it came from."""
+
+    header: RecordingHeader
+    events: list[Event]
+    source: str
+
+    def turn_ids(self) -> list[str]:
+        """The ids of the recorded turns, in order."""
+        seen: dict[str, None] = {}
+        for event in self.events:
+            seen.setdefault(event.turn_id, None)
+        return list(seen)
+
+    def turns(self) -> list[list[Event]]:
+        """The events grouped by turn, in order."""
+        groups: dict[str, list[Event]] = {}
+        for event in self.events:
+            groups.setdefault(event.turn_id, []).append(event)
+        return list(groups.values())
+
+
+def _schema_hash(schema: Any) -> str:
+    text = json.dumps(schema, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def recording_header(orchestrator: Any, session_id: str, user_id: str) -> RecordingHeader:
+    """The header for a recording of ``session_id`` made by ``orchestrator``."""
+    from . import __version__
+
+    graph = orchestrator.graph
+    contracts = {c.contract_name: c.contract_version for c in graph.contracts}
+    tools = {d.name: _schema_hash(d.input_schema) for d in orchestrator.services.tools.describe()}
+    return RecordingHeader(
+        package_version=__version__, session_id=session_id, user_id=user_id,
+        recorded_at=orchestrator.services.clock.now().astimezone(UTC),
+        graph=GraphInfo(name=graph.name, version=graph.version, hash=graph.content_hash,
+                        path=graph.path),
+        contracts=contracts, tools=tools,
+    )
+
+
+def recording_text(orchestrator: Any, session_id: str) -> str:
+    """The recording of a session of ``orchestrator`` as JSONL text (header + events)."""
+    session = orchestrator.sessions().get(session_id)
+    if session is None:
+        known = ", ".join(sorted(orchestrator.sessions())[:10]) or "none"
+        raise RecordingError(f"no session {session_id!r} to record (sessions: {known})")
+    header = recording_header(orchestrator, session_id, session.user_id)
+    lines = [header.model_dump_json()]
+    lines.extend(line.decode("utf-8") for line in session.event_lines())
+    return "\n".join(lines) + "\n"
+
+
+class RecordingSink:
+    """Writes each session's events to ``<directory>/<session_id>.jsonl`` as they happen.
+
+    The header is written with a session's first event; every event is flushed as it
+    is emitted, so a crashed process leaves a readable recording up to its last event.
+
+    Args:
+        directory: where recordings go (created if missing).
+        orchestrator: whose graph, contracts and tools the headers name.
+    """
+
+    def __init__(self, directory: str | Path, orchestrator: Any) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.orchestrator = orchestrator
+        self._files: dict[str, Any] = {}
+
+    def path_for(self, session_id: str) -> Path:
+        """The file of a session's recording."""
+        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in session_id)
+        return self.directory / f"{safe}.jsonl"
+
+    def emit(self, event: Event) -> None:
+        handle = self._files.get(event.session_id)
+        if handle is None:
+            path = self.path_for(event.session_id)
+            fresh = not path.exists() or path.stat().st_size == 0
+            handle = self._files[event.session_id] = path.open("a", encoding="utf-8")
+            if fresh:
+                user = getattr(event, "user_id", "") or ""
+                header = recording_header(self.orchestrator, event.session_id, user)
+                handle.write(header.model_dump_json() + "\n")
+        handle.write(event.model_dump_json() + "\n")
+        handle.flush()
+
+    def close(self) -> None:
+        """Close every open file."""
+        for handle in self._files.values():
+            handle.close()
+        self._files.clear()
+
+
+def parse_recording(text: str, source: str) -> Recording:
+    """Parse recording text.
+
+    Raises:
+        RecordingError: no header, another format, an unknown version, a malformed line —
+            naming the source and line.
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise RecordingError(f"{source}: empty file; a recording starts with a header line")
+    try:
+        head = json.loads(lines[0])
+    except ValueError as exc:
+        raise RecordingError(f"{source}:1: the header is not JSON ({exc})") from None
+    if not isinstance(head, dict) or head.get("format") != FORMAT:
+        raise RecordingError(f"{source}:1: not a hermes-fsm recording (the first line must be "
+                             f"a header with \"format\": \"{FORMAT}\")")
+    version = head.get("format_version")
+    if version not in READABLE_VERSIONS:
+        raise RecordingError(
+            f"{source}:1: recording format version {version!r} is not supported; this "
+            f"hermes-fsm reads version(s) {', '.join(map(str, READABLE_VERSIONS))} — "
+            "upgrade hermes-fsm to read it")
+    try:
+        header = RecordingHeader.model_validate(head)
+    except ValidationError as exc:
+        raise RecordingError(f"{source}:1: malformed header: {_first_error(exc)}") from None
+    body = lines[1:]
+    try:  # one parse of the whole body is much faster than a parse per line
+        events = EVENTS_ADAPTER.validate_json("[" + ",".join(body) + "]")
+    except ValidationError:
+        for number, line in enumerate(body, start=2):  # find and name the bad line
+            try:
+                EVENT_ADAPTER.validate_json(line)
+            except ValidationError as exc:
+                raise RecordingError(f"{source}:{number}: not a valid event: "
+                                     f"{_first_error(exc)}") from None
+        raise RecordingError(f"{source}: the events do not parse together") from None
+    return Recording(header, events, source)
+
+
+def load_recording(path: str | Path) -> Recording:
+    """Read a recording file (see :func:`parse_recording`)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    return parse_recording(text, str(path))
+
+
+def iter_recordings(paths: Sequence[str | Path]) -> Iterator[Path]:
+    """Every recording file named by ``paths``: files as given, directories searched for
+    ``*.jsonl`` (sorted).
+
+    Raises:
+        RecordingError: a path that does not exist.
+    """
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            yield from sorted(path.rglob("*.jsonl"))
+        elif path.exists():
+            yield path
+        else:
+            raise RecordingError(f"{path}: no such file or directory")
+
+
+def _first_error(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    where = ".".join(str(p) for p in err["loc"]) or "(root)"
+    return f"{where}: {err['msg']}"

@@ -1,0 +1,58 @@
+"""The tools a configuration describes, assembled: registry, executor and MCP servers.
+
+>>> from hermes_fsm.config import HermesConfig
+>>> box = Toolbox.from_config(HermesConfig(mcp_servers={}))
+>>> box.registry.names()
+['create_reminder', 'inventory_lookup', 'list_reminders']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .breaker import WindowBreaker
+from .config import HermesConfig
+from .executor import ToolExecutor
+from .mcp_servers import MCPServers
+from .permissions import Caller, Permissions
+from .tool_contracts import default_tool_contract_dir, load_tool_contracts
+from .tools import ToolRegistry
+
+__all__ = ["Toolbox"]
+
+
+@dataclass(slots=True)
+class Toolbox:
+    """A registry with its executor and the MCP servers feeding it."""
+
+    registry: ToolRegistry
+    executor: ToolExecutor
+    mcp: MCPServers
+
+    @classmethod
+    def from_config(cls, config: HermesConfig, registry: ToolRegistry | None = None,
+                    **executor_options: Any) -> Toolbox:
+        """Local demo tools (unless ``registry`` is given), permissions, breaker, MCP servers.
+
+        Raises:
+            ContractError: a pinned tool contract is malformed.
+        """
+        if registry is None:
+            from .demo_tools import build_demo_registry
+
+            registry = build_demo_registry()
+        perms = config.permissions
+        registry.permissions = Permissions(
+            {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},
+            tuple(perms.default_roles))
+        b = config.tools.breaker
+        registry.breaker = WindowBreaker(window=b.window, min_calls=b.min_calls,
+                                         failure_rate=b.failure_rate, cooldown_s=b.cooldown_s)
+        pinned: dict[str, Any] = {}
+        if config.mcp_servers:
+            directory = config.tools.contracts_dir or default_tool_contract_dir()
+            pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
+        executor = ToolExecutor(registry, max_result_chars=config.tools.max_result_chars,
+                                **executor_options)
+        return cls(registry, executor, MCPServers(config.mcp_servers, registry, pinned))

@@ -1,0 +1,167 @@
+"""Commits cut short: a dropped connection leaves no partial write, says so, and is retried;
+a failed commit never fails the answered turn."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+
+from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.memory import BackgroundCommits, HashingEmbedder, InProcessMemory
+from hermes_fsm.memory.experience import Experience
+from hermes_fsm.state_contracts import MemoryUpdate
+from hermes_fsm.testing import ScriptedBrain
+from tests.memory.conftest import PG_URL, REDIS_URL, need
+from tests.support import INTENT_CHAT, happy_script
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def entries(n: int) -> list[Experience]:
+    return [Experience(entry_id=f"t1:c{i}", kind="tool_call", user_id="u1", session_id="s1",
+                       turn_id="t1", at=NOW, tool="inventory_lookup") for i in range(n)]
+
+
+async def test_a_postgres_connection_dropped_mid_commit_writes_nothing_then_retry_succeeds():
+    need(PG_URL, 5432, "PostgreSQL")
+    from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
+
+    log = PostgresExperienceLog(PG_URL, schema=f"hermes_test_{uuid.uuid4().hex[:10]}",
+                                embedder=HashingEmbedder(64))
+    dropped = []
+
+    async def drop_connection(conn):  # the rows are inserted; kill the backend before COMMIT
+        if not dropped:
+            dropped.append(True)
+            pid = conn.info.backend_pid
+            import psycopg
+
+            async with await psycopg.AsyncConnection.connect(PG_URL, autocommit=True) as admin:
+                await admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+
+    log._before_commit = drop_connection  # type: ignore[method-assign]
+    try:
+        with pytest.raises(MemoryStoreError, match="nothing of it was written"):
+            await log.record(entries(5))
+        assert await log.count("u1") == 0
+        assert await log.record(entries(5)) == 5  # the pool replaces the dead connection
+        assert await log.count("u1") == 5
+    finally:
+        await log.drop_schema()
+        await log.close()
+
+
+async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_succeeds():
+    need(REDIS_URL, 6379, "Redis")
+    import redis.asyncio as redis
+
+    from hermes_fsm.memory.redis_working import RedisWorkingMemory
+
+    client = redis.Redis.from_url(REDIS_URL, retry=None, socket_timeout=5)
+    working = RedisWorkingMemory(REDIS_URL, prefix=f"hermes-test:{uuid.uuid4().hex}",
+                                 client=client)
+    admin = redis.Redis.from_url(REDIS_URL)
+    try:
+        await client.ping()
+        my_id = await client.client_id()
+        real_eval = client.eval
+
+        async def eval_after_kill(*args):  # the connection dies as the script is sent
+            await admin.client_kill_filter(_id=my_id)
+            return await real_eval(*args)
+
+        client.eval = eval_after_kill  # type: ignore[method-assign]
+        with pytest.raises(MemoryStoreError, match="nothing of it was kept"):
+            await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}],
+                                      {"step": 1})
+        client.eval = real_eval  # type: ignore[method-assign]
+        assert await working.keys("u1") == []
+        assert await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}],
+                                         {"step": 1})
+        assert await working.slots("u1", "s1") == {"step": 1}
+    finally:
+        async for key in admin.scan_iter(match=f"{working.prefix}:*"):
+            await admin.delete(key)
+        await admin.aclose()
+        await working.close()
+
+
+class FlakyMemory(InProcessMemory):
+    """Fails the first ``failures`` commits."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.background = BackgroundCommits(attempts=2, delay_s=0.01)
+        self.failures = failures
+
+    async def apply(self, *args, **kwargs):
+        if self.failures:
+            self.failures -= 1
+            raise MemoryStoreError("PostgreSQL experience log: connection lost (test)")
+        return await super().apply(*args, **kwargs)
+
+
+COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
+                              "value": "email", "evidence": "user_message"}]}
+
+
+async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_background(
+        make_orchestrator):
+    memory = FlakyMemory(failures=1)
+    brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[COMMIT]))
+    orchestrator = make_orchestrator(brain=brain, memory=memory)
+    result = await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
+    assert result.status == "completed"
+    (failed,) = [e for e in result.events if e.kind == "memory_commit_failed"]
+    assert (failed.final, failed.keys) == (False, ["preference.contact"])
+    await asyncio.wait_for(memory.background.drain(), 5)
+    assert [i.value for i in await memory.items("u1")] == ["email"]
+    late = orchestrator.session("s1", "u1").events[-1]
+    assert (late.kind, late.status) == ("memory_write", "applied")
+
+
+async def test_a_commit_failing_every_retry_is_recorded_as_a_final_event(make_orchestrator):
+    memory = FlakyMemory(failures=10)
+    brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[COMMIT]))
+    orchestrator = make_orchestrator(brain=brain, memory=memory)
+    result = await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
+    assert result.status == "completed" and result.answer
+    await asyncio.wait_for(memory.background.drain(), 5)
+    events = orchestrator.session("s1", "u1").events
+    final = events[-1]
+    assert (final.kind, final.final, final.attempts) == ("memory_commit_failed", True, 3)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert await memory.items("u1") == []
+
+
+async def test_recall_at_intent_is_reported_with_items_scores_and_tokens(make_orchestrator):
+    from hermes_fsm.events import EVENT_ADAPTER
+
+    memory = InProcessMemory()
+    await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
+                                                 value="email", evidence="user_message")],
+                       NOW, text="please email me")
+    brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT]))
+    result = await make_orchestrator(brain=brain, memory=memory).run_turn(
+        "s1", "how should you contact me, by email?", user_id="u1")
+    (recalled,) = [e for e in result.events if e.kind == "memory_recalled"]
+    assert recalled.state == "INTENT"
+    assert [i["value"] for i in recalled.items] == ["email"]
+    assert recalled.items[0]["score"] > 0 and recalled.tokens > 0
+    assert "preference.contact: email" in brain.requests_for("INTENT")[0].memory
+    assert EVENT_ADAPTER.validate_json(recalled.model_dump_json()) == recalled
+
+
+async def test_a_turn_records_its_tool_outcomes_in_the_experience_log(make_orchestrator):
+    memory = InProcessMemory()
+    result = await make_orchestrator(brain=ScriptedBrain(happy_script()), memory=memory).run_turn(
+        "s1", "How many A1001 are left in the east?", user_id="u1")
+    assert result.status == "completed"
+    (call,) = [e for e in await memory.experience.entries("u1") if e.kind == "tool_call"]
+    assert (call.tool, call.ok, call.request) == ("inventory_lookup", True,
+                                                  "How many A1001 are left in the east?")
+    assert await memory.experience.failure_rate("inventory_lookup", __import__(
+        "datetime").timedelta(days=3650), datetime(2100, 1, 1, tzinfo=UTC)) == 0.0

@@ -1,0 +1,177 @@
+"""One conformance suite per tier, run against every implementation (see conftest)."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hermes_fsm.memory import HashingEmbedder, MemoryItem
+from hermes_fsm.memory.experience import Experience
+from hermes_fsm.memory.working import InProcessWorkingMemory
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+EMBED = HashingEmbedder(256)
+
+
+def item(user: str, key: str, value: str, n: int, status: str = "active") -> MemoryItem:
+    return MemoryItem(user, key, value, "fact", 0.9, status, T0 + timedelta(minutes=n),  # type: ignore[arg-type]
+                      T0 + timedelta(minutes=n), "user_message", f"turn-{n}",
+                      item_id=f"00000000-0000-0000-0000-{n:012d}")
+
+
+def vec(text: str) -> list[float]:
+    return EMBED.embed([text])[0]
+
+
+# --- working memory ---------------------------------------------------------------------
+
+async def test_working_memory_keeps_the_recent_window_and_slots(working):
+    for n in range(5):
+        await working.record_turn("u1", "s1", f"t{n}", [{"role": "user", "content": f"m{n}"}],
+                                  {"step": n}, window=3)
+    assert [m["content"] for m in await working.recent("u1", "s1")] == ["m2", "m3", "m4"]
+    assert await working.slots("u1", "s1") == {"step": 4}
+
+
+async def test_working_memory_records_a_turn_once(working):
+    for _ in range(3):
+        await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "hi"}], {})
+    assert len(await working.recent("u1", "s1")) == 1
+
+
+async def test_working_memory_never_shows_another_users_session(working):
+    await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "secret"}],
+                              {"k": 1})
+    for user, session in [("u2", "s1"), ("u1*", "s1"), ("*", "*"), ("u1:s1", "")]:
+        assert await working.recent(user, session) == []
+        assert await working.slots(user, session) == {}
+
+
+async def test_working_memory_forget_drops_every_session_of_the_user_only(working):
+    await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}], {})
+    await working.record_turn("u1", "s2", "t2", [{"role": "user", "content": "b"}], {})
+    await working.record_turn("u2", "s1", "t3", [{"role": "user", "content": "c"}], {})
+    assert await working.forget("u1") == 2
+    assert await working.recent("u1", "s1") == [] and await working.recent("u1", "s2") == []
+    assert len(await working.recent("u2", "s1")) == 1
+
+
+async def test_working_memory_expires_after_its_ttl(working):
+    working.ttl_s = 0.3
+    await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"x": 1})
+    assert await working.recent("u1", "s1") != []
+    await asyncio.sleep(0.6)
+    assert await working.recent("u1", "s1") == []
+    assert await working.slots("u1", "s1") == {}
+
+
+def test_in_process_working_memory_default_ttl_is_fifteen_minutes():
+    assert InProcessWorkingMemory().ttl_s == 900.0
+
+
+# --- semantic store ---------------------------------------------------------------------
+
+async def test_semantic_put_is_an_upsert_by_item_id(semantic):
+    first = item("u1", "profile.city", "Berlin", 1)
+    await semantic.put([first, first], [vec("Berlin"), vec("Berlin")])
+    await semantic.put([first], [vec("Berlin")])
+    assert [i.item_id for i in await semantic.items("u1")] == [first.item_id]
+
+
+async def test_semantic_search_returns_active_items_of_the_user_best_first(semantic):
+    items = [item("u1", "profile.city", "Berlin", 1), item("u1", "preference.coffee", "latte", 2),
+             item("u1", "profile.city", "Paris", 3, status="superseded")]
+    await semantic.put(items, [vec("city Berlin"), vec("coffee latte"), vec("city Paris")])
+    found = await semantic.search("u1", vec("which city Berlin"), 5)
+    assert next(i.value for i in found) == "Berlin"
+    assert "Paris" not in [i.value for i in found]
+    assert all(i.score is not None for i in found)
+
+
+@pytest.mark.parametrize("intruder", ["u2", "", "*", "u1 ", "U1", '{"$ne": null}', "u1' OR 1=1"])
+async def test_semantic_reads_never_cross_users(semantic, intruder):
+    mine = item("u1", "profile.city", "Berlin", 1)
+    await semantic.put([mine], [vec("Berlin")])
+    assert await semantic.search(intruder, vec("Berlin"), 5) == []
+    assert await semantic.get(intruder, [mine.item_id]) == []
+    assert await semantic.active(intruder, "profile.city", None) == []
+    assert await semantic.items(intruder) == []
+
+
+async def test_semantic_mark_changes_only_the_users_items(semantic):
+    mine = item("u1", "profile.city", "Berlin", 1)
+    await semantic.put([mine], [vec("Berlin")])
+    await semantic.mark("u2", [mine.item_id], "deleted", None, T0)
+    assert (await semantic.get("u1", [mine.item_id]))[0].status == "active"
+    await semantic.mark("u1", [mine.item_id], "superseded", "other", T0)
+    (marked,) = await semantic.get("u1", [mine.item_id])
+    assert (marked.status, marked.superseded_by) == ("superseded", "other")
+    assert await semantic.active("u1", "profile.city", None) == []
+
+
+async def test_semantic_delete_user_removes_all_of_theirs_and_nothing_else(semantic):
+    await semantic.put([item("u1", "a", "1", 1), item("u1", "b", "2", 2), item("u2", "a", "3", 3)],
+                       [vec("1"), vec("2"), vec("3")])
+    assert await semantic.delete_user("u1") == 2
+    assert await semantic.items("u1") == []
+    assert len(await semantic.items("u2")) == 1
+
+
+async def test_semantic_rejects_a_vector_of_the_wrong_size(semantic):
+    from hermes_fsm.errors import VectorSizeMismatch
+
+    with pytest.raises(VectorSizeMismatch, match="size"):
+        await semantic.put([item("u1", "a", "1", 1)], [[0.1] * 17])
+
+
+# --- experience log ---------------------------------------------------------------------
+
+def outcome(n: int, tool: str = "inventory_lookup", ok: bool = True, user: str = "u1",
+            request: str = "how many A1001 in the east", minutes: int = 0) -> Experience:
+    return Experience(entry_id=f"turn-{n}:call-{n}", kind="tool_call", user_id=user,
+                      session_id="s1", turn_id=f"turn-{n}", at=T0 + timedelta(minutes=minutes),
+                      ok=ok, tool=tool, request=request, arguments={"sku": "A1001"},
+                      error_code=None if ok else "TIMEOUT", duration_ms=1.5,
+                      caused_by=f"call-{n}")
+
+
+async def test_experience_record_is_idempotent_by_entry_id(experience):
+    assert await experience.record([outcome(1), outcome(2)]) == 2
+    assert await experience.record([outcome(1), outcome(2)]) == 0
+    assert len(await experience.entries("u1")) == 2
+
+
+async def test_experience_keeps_the_causal_chain(experience):
+    await experience.record([outcome(1)])
+    (entry,) = await experience.entries("u1")
+    assert (entry.request, entry.tool, entry.arguments, entry.caused_by, entry.ok) == (
+        "how many A1001 in the east", "inventory_lookup", {"sku": "A1001"}, "call-1", True)
+
+
+async def test_experience_failure_rate_counts_the_window_only(experience):
+    await experience.record([outcome(1, ok=False, minutes=0), outcome(2, ok=True, minutes=50),
+                             outcome(3, ok=False, minutes=55), outcome(4, tool="other",
+                                                                      ok=False, minutes=55)])
+    now = T0 + timedelta(minutes=60)
+    assert await experience.failure_rate("inventory_lookup", timedelta(minutes=30), now) == 0.5
+    assert await experience.failure_rate("inventory_lookup", timedelta(hours=2), now) == (
+        pytest.approx(2 / 3))
+    assert await experience.failure_rate("never_called", timedelta(hours=1), now) == 0.0
+
+
+async def test_experience_similar_outcomes_rank_by_request_and_stay_with_the_user(experience):
+    await experience.record([outcome(1, request="stock of A1001 in the east warehouse"),
+                             outcome(2, request="remind me to call Bob", tool="reminder"),
+                             outcome(3, user="u2", request="stock of A1001 east")])
+    similar = await experience.similar_outcomes("u1", "A1001 stock east", 5)
+    assert similar[0].entry_id == "turn-1:call-1"
+    assert all(e.user_id == "u1" for e in similar)
+
+
+async def test_experience_forget_removes_the_users_rows_only(experience):
+    await experience.record([outcome(1), outcome(2, user="u2")])
+    assert await experience.forget("u1") == 1
+    assert await experience.entries("u1") == []
+    assert len(await experience.entries("u2")) == 1

@@ -1,0 +1,131 @@
+"""The memory facade over every tier combination: commit, supersession, recall, forgetting."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from hermes_fsm.memory import RecallPolicy, item_id
+from hermes_fsm.memory.experience import Experience
+from hermes_fsm.state_contracts import MemoryUpdate
+
+NOW = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def update(key: str, value: object, kind: str = "create", memory_type: str = "preference"):
+    return MemoryUpdate(key=key, update_type=kind, value=value, memory_type=memory_type,
+                        evidence="user_message")
+
+
+async def apply(memory, user, turn, updates, session="s1", text="", **extra):
+    return await memory.apply(user, turn, updates, NOW, session_id=session, text=text, **extra)
+
+
+async def test_a_replayed_commit_writes_nothing_twice(memory):
+    updates = [update("preference.contact", "email"), update("profile.city", "Berlin", "modify")]
+    tool = Experience(entry_id="t1:c1", kind="tool_call", user_id="u1", session_id="s1",
+                      turn_id="t1", at=NOW, tool="inventory_lookup")
+    first = await apply(memory, "u1", "t1", updates, text="email me", experiences=[tool])
+    again = await apply(memory, "u1", "t1", updates, text="email me", experiences=[tool])
+    assert [o.status for o in first] == ["applied", "applied"]
+    assert [o.status for o in again] == ["skipped", "skipped"]
+    assert len(await memory.items("u1")) == 2
+    assert len(await memory.experience.entries("u1")) == 3  # the call and two commits
+    assert len(await memory.working.recent("u1", "s1")) == 1
+
+
+async def test_modify_supersedes_the_old_item_and_links_it(memory):
+    await apply(memory, "u1", "t1", [update("preference.contact", "email")])
+    await apply(memory, "u1", "t2", [update("preference.contact", "phone", "modify")])
+    old, new = await memory.items("u1")
+    assert (old.value, old.status, old.superseded_by) == ("email", "superseded", new.item_id)
+    assert (new.value, new.status) == ("phone", "active")
+    assert new.item_id == item_id("u1", "t2", 0)
+
+
+async def test_deprecate_deletes_the_active_item_and_it_is_never_recalled(memory):
+    await apply(memory, "u1", "t1", [update("preference.contact", "email")])
+    await apply(memory, "u1", "t2", [update("preference.contact", None, "deprecate")])
+    assert all(i.status == "deleted" for i in await memory.items("u1"))
+    assert await memory.recall("u1", "preference contact email") == []
+
+
+async def test_a_replay_of_an_older_turn_does_not_resurrect_or_delete_newer_values(memory):
+    await apply(memory, "u1", "t1", [update("preference.contact", "email")])
+    await apply(memory, "u1", "t2", [update("preference.contact", None, "deprecate")])
+    await apply(memory, "u1", "t3", [update("preference.contact", "sms")])
+    await apply(memory, "u1", "t1", [update("preference.contact", "email")])   # replays
+    await apply(memory, "u1", "t2", [update("preference.contact", None, "deprecate")])
+    active = [i for i in await memory.items("u1") if i.status == "active"]
+    assert [i.value for i in active] == ["sms"]
+
+
+async def test_two_updates_of_one_key_in_one_commit_keep_the_last(memory):
+    await apply(memory, "u1", "t1", [update("profile.city", "Paris"),
+                                     update("profile.city", "Berlin", "modify")])
+    active = [i.value for i in await memory.items("u1") if i.status == "active"]
+    assert active == ["Berlin"]
+
+
+async def test_superseded_values_are_never_recalled(memory):
+    await apply(memory, "u1", "t1", [update("profile.city", "Paris")], text="I live in Paris")
+    await apply(memory, "u1", "t2", [update("profile.city", "Berlin", "modify")],
+                text="I live in Berlin")
+    recalled = await memory.recall("u1", "I live in Paris, which city?", now=NOW)
+    assert [i.value for i in recalled] == ["Berlin"]
+
+
+@pytest.mark.parametrize("intruder", ["u2", "U1", "u1 ", "*", "", "u1%", "u1' OR '1'='1"])
+async def test_recall_never_returns_another_users_items(memory, intruder):
+    await apply(memory, "u1", "t1", [update("profile.city", "Berlin")], text="I live in Berlin")
+    assert await memory.recall(intruder, "I live in Berlin city", now=NOW) == []
+    assert await memory.items(intruder) == []
+
+
+async def test_recall_decays_with_age_by_memory_type(memory):
+    memory.policy = RecallPolicy(threshold=0.0, half_life_days={"progress": 1.0,
+                                                                "preference": 1000.0})
+    await apply(memory, "u1", "t1", [update("task.a", "deploy the east warehouse", "create",
+                                            "progress"),
+                                     update("pref.a", "deploy the east warehouse")])
+    recalled = await memory.recall("u1", "deploy east warehouse", now=NOW + timedelta(days=3))
+    assert [i.key for i in recalled] == ["pref.a", "task.a"]
+    assert recalled[1].score < recalled[0].score / 4
+
+
+async def test_recall_drops_items_under_the_threshold_and_keeps_k(memory):
+    memory.policy = RecallPolicy(k=2, threshold=0.3)
+    await apply(memory, "u1", "t1", [update(f"fact.{n}", f"east warehouse {n}") for n in range(5)]
+                + [update("fact.other", "birthday cake")])
+    recalled = await memory.recall("u1", "east warehouse", now=NOW)
+    assert len(recalled) == 2
+    assert all(i.score >= 0.3 and i.key != "fact.other" for i in recalled)
+
+
+async def test_progress_updates_become_working_memory_slots(memory):
+    await apply(memory, "u1", "t1", [update("task.order", "2002", memory_type="progress")],
+                text="track order 2002", answer="tracking it")
+    assert await memory.working.slots("u1", "s1") == {"task.order": "2002"}
+    assert [m["role"] for m in await memory.working.recent("u1", "s1")] == ["user", "assistant"]
+
+
+async def test_forget_leaves_nothing_about_the_user_in_any_store(memory):
+    tool = Experience(entry_id="t1:c1", kind="tool_call", user_id="u1", session_id="s1",
+                      turn_id="t1", at=NOW, tool="inventory_lookup")
+    await apply(memory, "u1", "t1", [update("profile.city", "Berlin")], text="Berlin",
+                experiences=[tool])
+    await apply(memory, "u2", "t2", [update("profile.city", "Rome")], session="s2", text="Rome")
+    assert await memory.forget("u1") > 0
+    semantic, experience, working = memory.semantic, memory.experience, memory.working
+    if hasattr(semantic, "count"):            # Qdrant: count points in the collection itself
+        assert await semantic.count("u1") == 0
+        assert await semantic.count("u2") == 1
+    assert await semantic.items("u1") == []
+    assert await experience.count("u1") == 0  # rows in the table itself
+    assert await experience.count("u2") == 1
+    if hasattr(working, "keys"):              # Redis: scan the user's keys
+        assert await working.keys("u1") == []
+    else:
+        assert working.count("u1") == 0
+    assert await working.recent("u1", "s1") == []

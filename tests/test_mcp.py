@@ -1,0 +1,347 @@
+"""MCP servers as tool sources, against real servers in subprocesses.
+
+Third-party servers from PyPI over stdio (``mcp-server-time``, ``mcp-server-git`` on a
+temporary repository), the SDK demo server over streamable HTTP on 127.0.0.1, and the
+dependency-free demo calendar server over stdio (2025-11-25 handshake).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from hermes_fsm import Orchestrator
+from hermes_fsm.cli import main
+from hermes_fsm.config import HermesConfig, MCPServerConfig
+from hermes_fsm.events import ToolCallProgress
+from hermes_fsm.executor import ToolExecutor
+from hermes_fsm.graph import RetryPolicy
+from hermes_fsm.mcp_connection import MCPConnection
+from hermes_fsm.tool_contracts import default_tool_contract_dir, load_tool_contract
+from hermes_fsm.tools import ToolRegistry
+
+BOUND = 60.0  # a broken connection fails the test in this time instead of hanging CI
+CALENDAR_SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo_calendar.py")
+BIN = Path(sys.executable).parent
+
+
+def stdio(command: str, *args: str, **options: Any) -> MCPServerConfig:
+    return MCPServerConfig(transport="stdio", command=command, args=list(args), **options)
+
+
+def calendar(**options: Any) -> MCPServerConfig:
+    return stdio("python", CALENDAR_SCRIPT, **options)
+
+
+async def connect(name: str, config: MCPServerConfig, registry: ToolRegistry | None = None,
+                  pinned: dict[str, Any] | None = None) -> MCPConnection:
+    connection = MCPConnection(name, config, registry if registry is not None else ToolRegistry(),
+                               pinned)
+    async with asyncio.timeout(BOUND):
+        await connection.start()
+    return connection
+
+
+@pytest.fixture
+async def demo_calendar() -> AsyncIterator[MCPConnection]:
+    connection = await connect("demo", calendar(restart_backoff_s=0.05))
+    yield connection
+    await connection.aclose()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def http_server() -> Iterator[str]:
+    """The SDK demo server over streamable HTTP on a free port of 127.0.0.1."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hermes_fsm.demo_mcp_server", "--http", "--port", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + BOUND
+    try:
+        while True:  # readiness = the port accepts connections (the server has no other signal)
+            assert process.poll() is None, "the demo HTTP server exited at start"
+            assert time.monotonic() < deadline, "the demo HTTP server did not listen in time"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+# --- third-party servers from PyPI over stdio --------------------------------------------
+
+
+async def test_mcp_server_time_lists_and_calls_over_stdio() -> None:
+    registry = ToolRegistry()
+    connection = await connect(
+        "time", stdio(str(BIN / "mcp-server-time"), "--local-timezone", "UTC"), registry)
+    try:
+        assert connection.status == "ready"
+        assert connection.protocol_version == "2026-07-28"
+        assert {"time.get_current_time", "time.convert_time"} <= set(registry.names())
+        tool = registry.get("time.get_current_time")
+        assert tool.source == "mcp:time" and tool.side_effects == "read"
+        (envelope,) = await ToolExecutor(registry).execute(
+            [("c1", "time.get_current_time", {"timezone": "UTC"})])
+        assert envelope["success"] is True
+        assert envelope["output"]["timezone"] == "UTC"
+        assert set(envelope["output"]) == {"timezone", "datetime", "day_of_week", "is_dst"}
+    finally:
+        await connection.aclose()
+    assert registry.names() == []
+
+
+async def test_an_mcp_tool_error_becomes_a_non_retryable_envelope() -> None:
+    registry = ToolRegistry()
+    connection = await connect(
+        "time", stdio(str(BIN / "mcp-server-time"), "--local-timezone", "UTC"), registry)
+    try:
+        (envelope,) = await ToolExecutor(registry).execute(
+            [("c1", "time.get_current_time", {"timezone": "Nowhere/Atlantis"})])
+    finally:
+        await connection.aclose()
+    assert (envelope["error_code"], envelope["retryable"]) == ("TOOL_ERROR", False)
+    assert "Invalid timezone" in envelope["message"]
+
+
+@pytest.fixture
+def git_repository(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+    (repo / "notes.txt").write_text("first\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "notes.txt"],
+                 ["commit", "-q", "-m", "first commit"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, timeout=30)
+    (repo / "notes.txt").write_text("first\nsecond\n")
+    return repo
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+async def test_mcp_server_git_serves_only_the_allowed_tools_on_a_temporary_repository(
+        git_repository: Path) -> None:
+    registry = ToolRegistry()
+    config = stdio(str(BIN / "mcp-server-git"), "--repository", str(git_repository),
+                   enabled_tools=["git_status", "git_log"])
+    connection = await connect("git", config, registry)
+    try:
+        assert registry.names() == ["git.git_log", "git.git_status"]
+        executor = ToolExecutor(registry)
+        status, log = await executor.execute([
+            ("c1", "git.git_status", {"repo_path": str(git_repository)}),
+            ("c2", "git.git_log", {"repo_path": str(git_repository)})])
+    finally:
+        await connection.aclose()
+    assert status["success"] and "notes.txt" in json.dumps(status["output"])
+    assert log["success"] and "first commit" in json.dumps(log["output"])
+
+
+# --- the SDK demo server over streamable HTTP -----------------------------------------------
+
+
+async def test_the_demo_server_over_http_lists_and_calls_tools(http_server: str) -> None:
+    registry = ToolRegistry()
+    connection = await connect("demo", MCPServerConfig(transport="http", url=http_server),
+                               registry)
+    try:
+        assert connection.status == "ready"
+        assert connection.protocol_version == "2026-07-28"
+        assert "demo.calendar_query" in registry.names()
+        (envelope,) = await ToolExecutor(registry).execute(
+            [("c1", "demo.calendar_query", {"query": "A1001", "warehouse": "east"})])
+    finally:
+        await connection.aclose()
+    assert envelope["output"]["events"][0]["date"] == "2026-12-03"
+
+
+async def test_the_demo_server_over_http_lists_and_reads_resources_and_prompts(
+        http_server: str) -> None:
+    connection = await connect("demo", MCPServerConfig(transport="http", url=http_server))
+    try:
+        assert (connection.resource_count, connection.prompt_count) == (1, 1)
+        (resource,) = await connection.list_resources()
+        assert resource["uri"] == "demo://calendar"
+        (text,) = await connection.read_resource("demo://calendar")
+        assert json.loads(text)[0]["title"].startswith("Restock A1001")
+        (prompt,) = await connection.list_prompts()
+        assert (prompt["name"], prompt["arguments"]) == ("plan_my_day", ["date"])
+        (message,) = await connection.get_prompt("plan_my_day", {"date": "2026-12-08"})
+        assert "Stocktake" in message["text"]
+    finally:
+        await connection.aclose()
+
+
+async def test_progress_of_an_mcp_call_becomes_events(http_server: str) -> None:
+    registry = ToolRegistry()
+    connection = await connect("demo", MCPServerConfig(transport="http", url=http_server),
+                               registry)
+    events: list[tuple[Any, dict[str, Any]]] = []
+    try:
+        (envelope,) = await ToolExecutor(registry).execute(
+            [("c1", "demo.count_slowly", {"steps": 3})],
+            lambda kind, **fields: events.append((kind, fields)))
+    finally:
+        await connection.aclose()
+    assert envelope["output"] == {"counted": 3}
+    progress = [(f["progress"], f["total"]) for k, f in events if k is ToolCallProgress]
+    assert progress == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
+
+
+async def test_tools_list_changed_refreshes_the_catalog(http_server: str) -> None:
+    registry = ToolRegistry()
+    connection = await connect("demo", MCPServerConfig(transport="http", url=http_server),
+                               registry)
+    try:
+        listed = connection.next_listing()
+        await connection.call("add_tool", {"name": "echo_fresh"})
+        async with asyncio.timeout(BOUND):
+            await listed.wait()
+        assert "demo.echo_fresh" in registry.names()
+    finally:
+        await connection.aclose()
+
+
+# --- the dependency-free demo calendar over stdio (2025-11-25 handshake) ---------------------
+
+
+async def test_a_2025_era_server_is_served_through_the_initialize_fallback(
+        demo_calendar: MCPConnection) -> None:
+    assert demo_calendar.protocol_version == "2025-11-25"
+    assert demo_calendar.server_name == "hermes-demo-calendar"
+    result = await demo_calendar.call("calendar_query", {"query": "stocktake"})
+    assert result["events"] == [{"date": "2026-12-08", "title": "Stocktake",
+                                 "warehouse": "east"}]
+
+
+async def test_a_server_killed_mid_call_gives_a_retryable_error_restarts_and_serves_again(
+        demo_calendar: MCPConnection) -> None:
+    registry = demo_calendar.registry
+    pid = (await demo_calendar.call("server_pid", {}))["pid"]
+    killed = asyncio.Event()
+
+    def emit(kind: Any, **fields: Any) -> None:
+        if kind is ToolCallProgress and not killed.is_set():
+            os.kill(pid, signal.SIGKILL)  # the call is provably in flight
+            killed.set()
+
+    executor = ToolExecutor(registry)
+    tool = registry.get("demo.count_slowly")  # one attempt: show the error, not a retry
+    tool.contract = tool.contract.model_copy(update={"retry": RetryPolicy(max_attempts=1)})
+    async with asyncio.timeout(BOUND):
+        (envelope,) = await executor.execute(
+            [("c1", "demo.count_slowly", {"steps": 10_000, "delay_s": 0.01})], emit)
+    assert killed.is_set()
+    assert (envelope["error_code"], envelope["retryable"]) == ("SERVER_UNAVAILABLE", True)
+    assert "died" in envelope["message"]
+    assert await demo_calendar.wait_ready(BOUND)
+    (again,) = await executor.execute([("c2", "demo.server_pid", {})])
+    assert again["success"] and again["output"]["pid"] != pid
+    assert demo_calendar.restarts == 1
+
+
+async def test_a_server_that_never_becomes_ready_has_no_tools_and_says_why() -> None:
+    registry = ToolRegistry()
+    connection = await connect(
+        "broken", stdio("python", "-c", "import sys; print('no config', file=sys.stderr); "
+                        "sys.exit(3)"), registry)
+    try:
+        assert connection.status == "failed"
+        assert registry.names() == []
+        assert connection.last_error is not None and "no config" in connection.last_error
+    finally:
+        await connection.aclose()
+
+
+async def test_a_server_that_never_answers_the_handshake_times_out() -> None:
+    connection = await connect("mute", stdio("python", "-c", "import time; time.sleep(60)",
+                                             connect_timeout_s=0.5))
+    try:
+        assert connection.status == "failed"
+        assert "no handshake within 0.5s" in (connection.last_error or "")
+    finally:
+        await connection.aclose()
+
+
+def test_mcp_list_says_why_a_server_is_not_ready(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "hermes.yaml"
+    config.write_text(yaml.safe_dump({"mcp_servers": {
+        "demo": {"transport": "stdio", "command": "python", "args": [CALENDAR_SCRIPT]},
+        "broken": {"transport": "stdio", "command": "python",
+                   "args": ["-c", "import sys; print('missing API key', file=sys.stderr); "
+                            "sys.exit(3)"]}}}))
+    assert main(["mcp", "list", "--config", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "demo: ready" in out and "protocol=2025-11-25" in out and "tools=3" in out
+    assert "broken: failed" in out and "missing API key" in out
+    assert main(["mcp", "list", "--json", "--config", str(config)]) == 0
+    servers = {s["name"]: s for s in json.loads(capsys.readouterr().out)["servers"]}
+    assert (servers["demo"]["resources"], servers["demo"]["prompts"]) == (1, 1)
+    assert servers["broken"]["status"] == "failed" and servers["broken"]["tools"] == 0
+
+
+async def test_a_drifted_server_schema_is_refused_with_the_diff() -> None:
+    pinned = load_tool_contract(default_tool_contract_dir() / "demo.calendar_query.yaml")
+    schema = {**pinned.input_schema, "required": ["query", "warehouse"]}
+    stale = pinned.model_copy(update={"input_schema": schema})
+    registry = ToolRegistry()
+    connection = await connect("demo", calendar(), registry, {"demo.calendar_query": stale})
+    try:
+        assert "demo.calendar_query" not in registry.names()
+        assert "demo.server_pid" in registry.names()  # the other tools are unaffected
+        (problem,) = connection.problems
+        assert "demo.calendar_query drifted from its pinned contract" in problem
+        assert "/properties/warehouse" in problem
+    finally:
+        await connection.aclose()
+
+
+async def test_a_pinned_contract_that_matches_governs_the_mcp_tool() -> None:
+    pinned = load_tool_contract(default_tool_contract_dir() / "demo.calendar_query.yaml")
+    registry = ToolRegistry()
+    connection = await connect("demo", calendar(), registry, {"demo.calendar_query": pinned})
+    try:
+        assert registry.get("demo.calendar_query").contract == pinned
+        assert connection.problems == []
+    finally:
+        await connection.aclose()
+
+
+# --- the main job -------------------------------------------------------------------------
+
+
+async def test_the_default_turn_calls_a_local_tool_and_an_mcp_tool_and_answers_342() -> None:
+    async with asyncio.timeout(BOUND), Orchestrator.from_config(HermesConfig()) as orchestrator:
+        result = await orchestrator.run_turn(
+            None, "How many A1001 are left in the east warehouse?")
+    finished = [e for e in result.events if e.kind == "tool_call_finished"]
+    assert [(e.tool, e.source, e.ok) for e in finished] == [
+        ("inventory_lookup", "local", True), ("demo.calendar_query", "mcp:demo", True)]
+    assert result.path == ["IDLE", "INTENT", "PLANNING", "EXECUTION", "RESULT", "RESPONSE",
+                           "MEMORY_COMMIT", "IDLE"]
+    assert "342" in result.answer and "2026-12-03" in result.answer
+    assert orchestrator.services.tools.find("demo.calendar_query") is None  # stopped

@@ -1,0 +1,193 @@
+"""Recordings and the replayer: golden recordings, drift, divergence, the CLI gate."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import Field
+
+from hermes_fsm import Contract, ContractRegistry, Orchestrator
+from hermes_fsm.cli import main
+from hermes_fsm.recording import (
+    RecordingError,
+    RecordingSink,
+    load_recording,
+    parse_recording,
+    recording_text,
+)
+from hermes_fsm.replay import Replayer, ReplayFailed
+from hermes_fsm.state_contracts import STATE_CONTRACTS, Intent
+from hermes_fsm.testing import ScriptedBrain
+from tests.support import happy_script
+
+GOLDEN = Path(__file__).parent / "recordings"
+CLEAN = ["inventory_en", "chinese_preference", "retries_and_route"]
+
+
+def golden(name: str) -> Any:
+    return load_recording(GOLDEN / f"{name}.jsonl")
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_a_clean_golden_recording_validates(name):
+    result = Replayer().validate(golden(name))
+    assert result.ok and result.turns >= 1
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_a_clean_golden_recording_reruns_without_divergence(name):
+    result = Replayer().rerun(golden(name))
+    assert result.ok and result.divergences == []
+
+
+def test_the_golden_recordings_cover_tools_retries_and_a_failure_route():
+    kinds = {e.kind for name in CLEAN for e in golden(name).events}
+    assert {"tool_call_finished", "retry", "contract_violation", "route_taken",
+            "handler_failed", "memory_write"} <= kinds
+
+
+def test_the_divergent_recording_is_reported_at_the_transition_out_of_intent():
+    recording = golden("divergent_graph")
+    result = Replayer().rerun(recording, raise_on_failure=False)
+    (divergence,) = result.divergences
+    recorded = next(e for e in recording.events if e.seq == divergence.seq)
+    assert (recorded.kind, recorded.state, recorded.dest) == ("state_exited", "INTENT",
+                                                              "PLANNING")
+    assert divergence.reason.startswith("a different transition out of INTENT")
+    assert '-  "dest": "PLANNING"' in divergence.diff
+    assert '+  "dest": "RESPONSE"' in divergence.diff
+    assert Replayer().validate(recording).ok  # its payloads still pass: only the graph moved
+
+
+def test_the_drift_recording_names_the_contract_and_the_field():
+    result = Replayer().validate(golden("drift_intent"), raise_on_failure=False)
+    (finding,) = result.findings
+    assert (finding.subject, finding.contract, finding.recorded_contract) == (
+        "INTENT", "intent@1.0.0", "intent@0.9.0")
+    assert finding.errors[0]["loc"] == ["urgency"]
+    assert "intent@1.0.0 rejects urgency" in finding.describe()
+
+
+def test_the_drift_recording_also_diverges_on_rerun():
+    result = Replayer().rerun(golden("drift_intent"), raise_on_failure=False)
+    assert "no longer validates against intent@1.0.0" in result.divergences[0].reason
+
+
+def test_narrowing_a_contract_makes_validate_fail_on_recordings_that_passed():
+    class NarrowIntent(Contract):
+        contract_name = "intent"
+        contract_version = "2.0.0"
+        intent_type: str
+        parameters: dict[str, Any]
+        confidence: float = Field(ge=0.0, le=0.5)
+        needs_tools: bool = True
+
+    recording = golden("inventory_en")
+    assert Replayer().validate(recording).ok
+    narrowed = ContractRegistry([c for c in STATE_CONTRACTS if c is not Intent] + [NarrowIntent])
+    result = Replayer(contracts=narrowed).validate(recording, raise_on_failure=False)
+    assert result.findings
+    assert {f.contract for f in result.findings} == {"intent@2.0.0"}
+    assert all(f.errors[0]["loc"] == ["confidence"] for f in result.findings)
+
+
+def test_a_failed_replay_raises_by_default_with_the_findings():
+    with pytest.raises(ReplayFailed, match="urgency") as caught:
+        Replayer().validate(golden("drift_intent"))
+    assert not caught.value.result.ok
+
+
+def test_replaying_many_recordings_yields_every_result_without_raising():
+    results = list(Replayer().validate_all(sorted(GOLDEN.glob("*.jsonl"))))
+    assert len(results) == 5
+    assert [r.ok for r in results].count(False) == 1  # only the drift one
+
+
+def test_a_tool_call_with_different_arguments_is_a_divergence(tmp_path):
+    recording = golden("inventory_en")
+    text = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    index = next(i for i, line in enumerate(lines) if '"kind":"tool_call_started"' in line)
+    lines[index] = lines[index].replace('"warehouse":"east"', '"warehouse":"north"')
+    edited = "\n".join(lines) + "\n"
+    assert edited != text
+    path = tmp_path / "edited.jsonl"
+    path.write_text(edited, encoding="utf-8")
+    result = Replayer().rerun(load_recording(path), raise_on_failure=False)
+    assert recording.events  # the original is untouched
+    (divergence,) = result.divergences
+    assert divergence.reason == "different arguments for inventory_lookup"
+    assert divergence.seq == recording.events[index - 1].seq
+    assert '-    "warehouse": "north"' in divergence.diff
+
+
+async def test_a_recording_sink_writes_a_recording_that_replays(tmp_path):
+    orchestrator = Orchestrator(brain=ScriptedBrain(happy_script()))
+    sink = RecordingSink(tmp_path, orchestrator)
+    orchestrator.services.sinks = (sink,)
+    await orchestrator.run_turn("sess/1", "How many A1001?", user_id="erin")
+    await orchestrator.run_turn("sess/1", "again", user_id="erin")
+    sink.close()
+    recording = load_recording(sink.path_for("sess/1"))
+    assert recording.header.session_id == "sess/1" and recording.header.user_id == "erin"
+    assert len(recording.turn_ids()) == 2
+    assert recording_text(orchestrator, "sess/1").splitlines()[1:] == [
+        line for line in sink.path_for("sess/1").read_text().splitlines()[1:]]
+    assert (await Replayer().arerun(recording)).ok
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "empty file"),
+    ('{"hello": 1}\n', "not a hermes-fsm recording"),
+    ('{"format": "hermes-fsm/recording", "format_version": 99}\n',
+     "format version 99 is not supported"),
+    ("not json\n", "header is not JSON"),
+])
+def test_an_unreadable_recording_is_a_clear_error(text, message):
+    with pytest.raises(RecordingError, match=message):
+        parse_recording(text, "bad.jsonl")
+
+
+def test_a_malformed_event_line_is_reported_with_its_line_number():
+    lines = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8").splitlines()
+    lines[3] = '{"kind": "state_entered"}'
+    with pytest.raises(RecordingError, match=r"bad\.jsonl:4: not a valid event"):
+        parse_recording("\n".join(lines), "bad.jsonl")
+
+
+def run_cli(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    code = main(list(argv), out=out)
+    return code, out.getvalue()
+
+
+def test_cli_replay_passes_clean_recordings_and_prints_a_summary():
+    code, out = run_cli("replay", "validate", *(str(GOLDEN / f"{n}.jsonl") for n in CLEAN))
+    assert code == 0
+    assert "3 recording(s)" in out and "0 failed" in out
+
+
+def test_cli_replay_rerun_of_a_directory_fails_on_the_divergent_one(tmp_path):
+    report = tmp_path / "report.json"
+    code, out = run_cli("replay", "rerun", str(GOLDEN), "--report", str(report))
+    assert code == 1
+    assert "divergent_graph.jsonl" in out and "diverged" in out
+    data = json.loads(report.read_text())
+    assert data["ok"] is False and data["recordings"] == 5
+    bad = {Path(r["source"]).name for r in data["results"] if not r["ok"]}
+    assert bad == {"divergent_graph.jsonl", "drift_intent.jsonl"}
+
+
+def test_cli_replay_validate_reports_drift_and_exits_non_zero():
+    code, out = run_cli("replay", "validate", str(GOLDEN / "drift_intent.jsonl"))
+    assert code == 1
+    assert "intent@1.0.0 rejects urgency" in out
+
+
+def test_cli_replay_of_a_missing_path_is_a_clear_error(tmp_path):
+    code, _ = run_cli("replay", "validate", str(tmp_path / "nope.jsonl"))
+    assert code == 1
