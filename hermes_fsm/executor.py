@@ -190,21 +190,25 @@ class ToolExecutor:
         return None, "", None, result
 
     def _truncate(self, envelope: dict[str, Any]) -> bool:
-        """Shorten a long output in the envelope (for the model); ``True`` when it was."""
-        output = envelope["output"]
-        if output is None or isinstance(output, bool | int | float):
-            return False
-        if isinstance(output, str):
-            text = output
-        else:
-            text = to_json(output, serialize_unknown=True).decode()
-        limit = self.max_result_chars
-        if len(text) <= limit:
-            return False
-        envelope["output"] = {"truncated": True, "total_chars": len(text),
-                              "preview": text[:limit],
-                              "note": "the output was cut for length; the event log has it all"}
-        return True
+        return truncate_for_model(envelope, self.max_result_chars)
+
+
+def truncate_for_model(envelope: dict[str, Any], limit: int) -> bool:
+    """Shorten a long output in the envelope (for the model); ``True`` when it was.
+
+    The model sees a preview of ``limit`` characters; the event log keeps the whole output.
+    """
+    output = envelope["output"]
+    if output is None or isinstance(output, bool | int | float):
+        return False
+    text = output if isinstance(output, str) else to_json(
+        output, serialize_unknown=True).decode()
+    if len(text) <= limit:
+        return False
+    envelope["output"] = {"truncated": True, "total_chars": len(text),
+                          "preview": text[:limit],
+                          "note": "the output was cut for length; the event log has it all"}
+    return True
 
 
 def _progress(emit: Emit, call_id: str, tool: str) -> Any:

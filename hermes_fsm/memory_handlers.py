@@ -42,7 +42,8 @@ async def recalled_memory(turn: TurnContext) -> str:
             turn.emit(MemoryRecalled, state=state, tokens=estimate_tokens(turn.memory), items=[
                 {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
                  "score": round(i.score, 4) if getattr(i, "score", None) is not None else None,
-                 "created_at": i.created_at.isoformat()} for i in items])
+                 "confidence": i.confidence, "created_at": i.created_at.isoformat()}
+                for i in items])
     if turn.state is not None and turn.state.name == "PLANNING":
         return turn.memory + await _past_outcomes(turn)
     return turn.memory

@@ -40,6 +40,7 @@ from .brain import BrainRequest
 from .contracts import ContractRegistry, split_ref
 from .errors import BrainError, ContractError, HermesError, RetryableError
 from .events import Event
+from .executor import truncate_for_model
 from .graph import Graph, default_graph_path, load_graph
 from .recording import Recording, load_recording
 
@@ -249,8 +250,10 @@ class Replayer:
         orchestrator = self._orchestrator()
         brain = ReplayBrain(turns)
         executor = ReplayExecutor(turns)
+        memory = ReplayMemory(turns)
         orchestrator.services.brain = brain
         orchestrator.services.executor = executor  # type: ignore[assignment]
+        orchestrator.services.memory = memory
         orchestrator.ids = _RecordedIds([t[0].turn_id for t in turns])
         header = recording.header
         session_id, user_id = header.session_id, header.user_id
@@ -263,6 +266,7 @@ class Replayer:
                                       "turn_started; the recording is cut or out of order")
                 brain.begin(started.turn_id)
                 executor.begin(started.turn_id)
+                memory.begin(started.turn_id)
                 result = await orchestrator.run_turn(session_id, started.text,
                                                      user_id=started.user_id or user_id)
                 out.append(result.events)
@@ -271,14 +275,13 @@ class Replayer:
         return out
 
     def _orchestrator(self) -> Any:
-        """One orchestrator (one machine) for every rerun; brain, tools and ids are swapped."""
+        """One orchestrator (one machine) for every rerun; brain, tools, memory and ids are
+        swapped per recording."""
         if self._rerunner is None:
             from .engine import Orchestrator
-            from .memory import InProcessMemory
 
             self._rerunner = Orchestrator(self.graph, brain=ReplayBrain([]), tools=self.tools,
-                                          memory=InProcessMemory(), sleep=_no_wait)
-        self._rerunner.services.memory = type(self._rerunner.services.memory)()
+                                          memory=ReplayMemory([]), sleep=_no_wait)
         return self._rerunner
 
 
@@ -351,7 +354,8 @@ def _brain_outcomes(events: Sequence[Event]) -> dict[str, list[Any]]:
 class ReplayExecutor:
     """Answers tool calls from the recording, in order; never runs a tool."""
 
-    def __init__(self, turns: Sequence[Sequence[Event]]) -> None:
+    def __init__(self, turns: Sequence[Sequence[Event]], max_result_chars: int = 4000) -> None:
+        self.max_result_chars = max_result_chars
         self._by_turn: dict[str, list[tuple[Any, Any]]] = {}
         for events in turns:
             pending: dict[str, Any] = {}
@@ -386,9 +390,67 @@ class ReplayExecutor:
                                "arguments": arguments})
         emit(type(finished), **{**_payload(finished), "call_id": call_id, "tool": tool})
         if finished.ok:
-            return {"call_id": call_id, "tool_name": tool, "success": True,
-                    "output": finished.output}
+            envelope = {"call_id": call_id, "tool_name": tool, "success": True,
+                        "output": finished.output}
+            if finished.truncated:  # the model saw a preview: show it the same one
+                truncate_for_model(envelope, self.max_result_chars)
+            return envelope
         return {"call_id": call_id, "tool_name": tool, "success": False, **finished.error}
+
+
+class ReplayMemory:
+    """Long-term memory as the recording saw it: recalls and write outcomes, per turn.
+
+    A rerun must not depend on what a memory store holds today (other sessions of the
+    same user wrote to it since), so recall returns the recorded items and a commit
+    reports the recorded outcomes. Nothing is stored.
+    """
+
+    def __init__(self, turns: Sequence[Sequence[Event]]) -> None:
+        self._recalls: dict[str, Any] = {}
+        self._writes: dict[str, list[Any]] = {}
+        for events in turns:
+            for event in events:
+                e: Any = event
+                if e.kind == "memory_recalled":
+                    self._recalls[e.turn_id] = e
+                elif e.kind == "memory_write":
+                    self._writes.setdefault(e.turn_id, []).append(e)
+        self._turn = ""
+
+    def begin(self, turn_id: str) -> None:
+        self._turn = turn_id
+
+    async def recall(self, user_id: str, query: str, k: int = 5) -> list[Any]:
+        from datetime import datetime
+
+        from .errors import MemoryStoreError
+        from .memory import MemoryItem
+
+        event = self._recalls.get(self._turn)
+        if event is None:
+            return []
+        if event.error:
+            raise MemoryStoreError(event.error)
+        items = []
+        for item in event.items:
+            created = datetime.fromisoformat(item["created_at"])
+            items.append(MemoryItem(
+                user_id=user_id, key=item["key"], value=item["value"], memory_type="fact",
+                confidence=item.get("confidence", 0.0), status="active", created_at=created,
+                updated_at=created, evidence="", turn_id="", item_id=item.get("item_id", ""),
+                score=item.get("score")))
+        return items
+
+    async def apply(self, user_id: str, turn_id: str, updates: Sequence[Any], now: Any,
+                    **context: Any) -> list[Any]:
+        from .memory import WriteOutcome
+
+        return [WriteOutcome(e.key, e.update_type, e.status, e.detail)
+                for e in self._writes.get(turn_id, [])]
+
+    async def forget(self, user_id: str) -> int:
+        return 0
 
 
 def _event_class(kind: str) -> Any:
