@@ -105,6 +105,10 @@ async def bench_mcp(n: int) -> None:
     params = StdioServerParameters(command=sys.executable, args=[SCRIPT])
     try:
         async with Client(params, cache=None) as client:
+            # A host lists tools before calling them; once listed, the client checks each
+            # structured result against the tool's output schema. Both paths pay that.
+            await client.list_tools()
+
             async def bare() -> None:
                 await client.call_tool("calendar_query", ARGS)
 

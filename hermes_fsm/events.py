@@ -310,7 +310,8 @@ EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 
 _new = object.__new__
 _set = object.__setattr__
-_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str]]] = {}
+_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
+"""Per event class: its field values with defaults (in order), its field names, how many."""
 
 
 def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
@@ -324,8 +325,8 @@ def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
         values = {name: (None if info.is_required()
                          else info.get_default(call_default_factory=True))
                   for name, info in kind.model_fields.items()}
-        template = _TEMPLATES[kind] = (values, set(values))
-    values, _ = template
+        template = _TEMPLATES[kind] = (values, set(values), len(values))
+    values = template[0]
     data = values.copy()
     data.update(fields)
     if len(data) != len(values):

@@ -174,8 +174,11 @@ class ToolExecutor:
         try:
             result = tool.invoke(arguments, progress)
             if hasattr(result, "__await__"):
-                async with asyncio.timeout(tool.timeout_s):
+                if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
                     result = await result
+                else:
+                    async with asyncio.timeout(tool.timeout_s):
+                        result = await result
         except TimeoutError:
             return ("TIMEOUT", f"{tool.name} did not answer within {tool.timeout_s:g}s",
                     None, None)

@@ -373,13 +373,14 @@ class MCPConnection:
 
         async def call(arguments: dict[str, Any], progress: Progress | None = None) -> Any:
             return await self.call(name, arguments, progress=progress,
-                                   timeout_s=contract.timeout_s)
+                                   timeout_s=tool.timeout_s)  # read when called: adjustable
 
         # the client checks structured output against the advertised schema, which the
         # drift check has found equal to the pinned one (cosmetic changes aside)
-        return Tool(full, contract.description, call, contract.input_schema, contract=contract,
-                    source=self.source, pass_kwargs=False, available=self.availability,
-                    check_output=False)
+        tool = Tool(full, contract.description, call, contract.input_schema, contract=contract,
+                    timeout_s=contract.timeout_s, source=self.source, pass_kwargs=False,
+                    available=self.availability, check_output=False, own_timeout=True)
+        return tool
 
     async def call(self, tool: str, arguments: dict[str, Any], *,
                    progress: Progress | None = None, timeout_s: float = 30.0) -> Any:
@@ -405,7 +406,8 @@ class MCPConnection:
                 raise MCPServerError(self.availability() or f"MCP server {self.name!r} is down")
             client = self._client
         try:
-            result = await client.call_tool(tool, arguments, progress_callback=progress)
+            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
+                                            progress_callback=progress)
         except MCPError as exc:
             code = exc.error.code
             if code == _CONNECTION_CLOSED:

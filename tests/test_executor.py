@@ -394,3 +394,34 @@ async def test_every_tool_event_a_turn_emits_validates_against_its_model(
     assert {"tool_call_started", "tool_call_retried", "tool_call_finished"} <= set(kinds)
     for event in result.events:
         assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
+
+
+SCHEMA_CASES = [
+    ({"type": "object", "properties": {"q": {"type": "string", "minLength": 2},
+                                       "n": {"type": "integer", "maximum": 5}},
+      "required": ["q"], "additionalProperties": False},
+     [{"q": "ab"}, {"q": "a"}, {"q": "ab", "n": 6}, {"q": "ab", "n": 5}, {"q": "ab", "x": 1},
+      {"n": 1}, {"q": 3}, {"q": "ab", "n": 2.5}, {"q": "ab", "n": True}]),
+    ({"type": "object", "properties": {"tags": {"type": "array", "items": {"enum": ["a", "b"]},
+                                                "maxItems": 2},
+                                       "when": {"anyOf": [{"type": "string"}, {"type": "null"}]}}},
+     [{}, {"tags": ["a"]}, {"tags": ["c"]}, {"tags": ["a", "b", "a"]}, {"when": None},
+      {"when": 1}]),
+    ({"type": "object", "properties": {"xs": {"type": "array",
+                                              "prefixItems": [{"type": "integer"}]}}},
+     [{"xs": [1]}, {"xs": ["a"]}]),  # a 2020-12 keyword: left to jsonschema
+]
+
+
+@pytest.mark.parametrize(("schema", "cases"), SCHEMA_CASES)
+def test_the_compiled_argument_check_agrees_with_draft_2020_12(schema, cases) -> None:
+    import jsonschema
+
+    from hermes_fsm.tools import Tool
+
+    tool = Tool("t", "a tool", lambda **_: None, schema)
+    reference = jsonschema.Draft202012Validator(schema)
+    assert (tool._fast_check is None) == ("prefixItems" in str(schema))
+    for arguments in cases:
+        assert (tool.argument_problem(arguments) is None) == reference.is_valid(arguments), (
+            arguments)

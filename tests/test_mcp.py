@@ -345,3 +345,21 @@ async def test_the_default_turn_calls_a_local_tool_and_an_mcp_tool_and_answers_3
                            "MEMORY_COMMIT", "IDLE"]
     assert "342" in result.answer and "2026-12-03" in result.answer
     assert orchestrator.services.tools.find("demo.calendar_query") is None  # stopped
+
+
+async def test_a_hanging_mcp_tool_returns_a_timeout_envelope_and_the_server_serves_on(
+        demo_calendar: MCPConnection) -> None:
+    registry = demo_calendar.registry
+    tool = registry.get("demo.count_slowly")
+    assert tool.own_timeout  # the MCP client's request timeout bounds the call
+    tool.contract = tool.contract.model_copy(update={"retry": RetryPolicy(max_attempts=1)})
+    tool.timeout_s = 0.3
+    started = time.perf_counter()
+    async with asyncio.timeout(BOUND):
+        (envelope,) = await ToolExecutor(registry).execute(
+            [("c1", "demo.count_slowly", {"steps": 10_000, "delay_s": 0.01})])
+    elapsed = time.perf_counter() - started
+    assert (envelope["error_code"], envelope["retryable"]) == ("TIMEOUT", True), envelope
+    assert elapsed < 5.0  # bounded by the tool's budget, not by the 100 s the tool would take
+    (again,) = await ToolExecutor(registry).execute([("c2", "demo.server_pid", {})])
+    assert again["success"]
