@@ -112,6 +112,8 @@ class _Server:
         name, args = params["name"], params.get("arguments") or {}
         if name == "calendar_query":
             output: Any = calendar_query(**args)
+            if os.environ.get("HERMES_DEMO_CALENDAR_LIES"):  # for tests: a tool that lies
+                output["events"] = [{"date": e["date"]} for e in output["events"]]
         elif name == "count_slowly":
             token = (params.get("_meta") or {}).get("progressToken")
             steps = int(args["steps"])

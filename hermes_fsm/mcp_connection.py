@@ -38,6 +38,11 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
+
+
+async def _output_left_to_the_executor(name: str, result: Any) -> None:
+    """Stands in for ``ClientSession.validate_tool_result`` (see ``MCPConnection._run``)."""
+    return None
 _INVALID_PARAMS = -32602
 _MCP_RETRY = RetryPolicy(max_attempts=2, backoff_s=0.1, multiplier=2.0, max_backoff_s=2.0,
                          jitter=0.2)
@@ -203,6 +208,10 @@ class MCPConnection:
             try:
                 async with asyncio.timeout(self.config.connect_timeout_s):
                     await stack.enter_async_context(client)
+                    # Outputs are checked by the executor against the tool's contract, so the
+                    # contract's violation policy (fail / log_only / fallback) applies to MCP
+                    # tools as to local ones; the client's own check would only ever fail.
+                    client.session.validate_tool_result = _output_left_to_the_executor
                     self.protocol_version = client.protocol_version
                     info = client.server_info
                     self.server_name = info.name if info is not None else None
@@ -375,11 +384,11 @@ class MCPConnection:
             return await self.call(name, arguments, progress=progress,
                                    timeout_s=tool.timeout_s)  # read when called: adjustable
 
-        # the client checks structured output against the advertised schema, which the
-        # drift check has found equal to the pinned one (cosmetic changes aside)
+        # the executor checks the output against the contract (pinned, or from the
+        # advertised schema) and applies its violation policy
         tool = Tool(full, contract.description, call, contract.input_schema, contract=contract,
                     timeout_s=contract.timeout_s, source=self.source, pass_kwargs=False,
-                    available=self.availability, check_output=False, own_timeout=True)
+                    available=self.availability, own_timeout=True)
         return tool
 
     async def call(self, tool: str, arguments: dict[str, Any], *,
@@ -393,9 +402,9 @@ class MCPConnection:
             MCPServerError: the server is not ready, or died during the call (retryable).
             ToolCallFailed: the tool failed (``TOOL_ERROR``), refused the arguments
                 (``VALIDATION_FAILED``), timed out server-side (``TIMEOUT``), answered
-                malformed (``MALFORMED_REPLY``), or broke its advertised output schema
-                (``OUTPUT_VIOLATION``: the client checks it, so the contract's violation
-                policy does not apply to MCP tools).
+                or answered malformed (``MALFORMED_REPLY``). An output that breaks the
+                tool's output schema is returned as it is: the executor checks it against
+                the contract and applies the contract's violation policy.
         """
         from mcp import MCPError
         from pydantic import ValidationError
@@ -421,8 +430,8 @@ class MCPConnection:
                                      False) from None
             raise ToolCallFailed("MCP_ERROR", f"{tool}: {exc.error.message} (code {code})",
                                  False) from None
-        except RuntimeError as exc:  # the client's check of structured output
-            raise ToolCallFailed("OUTPUT_VIOLATION", f"{tool}: {exc}", False) from None
+        except RuntimeError as exc:  # a client-side protocol check (not the output schema)
+            raise ToolCallFailed("MALFORMED_REPLY", f"{tool}: {exc}", False) from None
         except ValidationError as exc:
             raise ToolCallFailed("MALFORMED_REPLY", f"{tool}: the server's reply broke the "
                                  f"protocol: {exc.errors()[0]['msg']}", False) from None

@@ -26,11 +26,11 @@ import yaml
 from hermes_fsm import Orchestrator
 from hermes_fsm.cli import main
 from hermes_fsm.config import HermesConfig, MCPServerConfig
-from hermes_fsm.events import ToolCallProgress
+from hermes_fsm.events import ToolCallFinished, ToolCallProgress
 from hermes_fsm.executor import ToolExecutor
 from hermes_fsm.graph import RetryPolicy
 from hermes_fsm.mcp_connection import MCPConnection
-from hermes_fsm.tool_contracts import default_tool_contract_dir, load_tool_contract
+from hermes_fsm.tool_contracts import Fallback, default_tool_contract_dir, load_tool_contract
 from hermes_fsm.tools import ToolRegistry
 
 BOUND = 60.0  # a broken connection fails the test in this time instead of hanging CI
@@ -363,3 +363,61 @@ async def test_a_hanging_mcp_tool_returns_a_timeout_envelope_and_the_server_serv
     assert elapsed < 5.0  # bounded by the tool's budget, not by the 100 s the tool would take
     (again,) = await ToolExecutor(registry).execute([("c2", "demo.server_pid", {})])
     assert again["success"]
+
+
+@pytest.fixture
+async def lying_calendar() -> AsyncIterator[MCPConnection]:
+    """The demo calendar made to answer events without the `warehouse` its schema requires."""
+    connection = await connect("liar", calendar(env={"HERMES_DEMO_CALENDAR_LIES": "1"}))
+    yield connection
+    await connection.aclose()
+
+
+def with_policy(connection: MCPConnection, policy: Any) -> Any:
+    tool = connection.registry.get("liar.calendar_query")
+    tool.contract = tool.contract.model_copy(update={"on_output_violation": policy})
+    return tool
+
+
+async def test_an_mcp_output_breaking_its_contract_fails_under_policy_fail(
+        lying_calendar: MCPConnection) -> None:
+    with_policy(lying_calendar, "fail")
+    events: list[tuple[Any, dict[str, Any]]] = []
+    (envelope,) = await ToolExecutor(lying_calendar.registry).execute(
+        [("c1", "liar.calendar_query", {"query": "A1001"})],
+        lambda kind, **fields: events.append((kind, fields)))
+    assert (envelope["error_code"], envelope["retryable"]) == ("OUTPUT_VIOLATION", False)
+    assert "is a required property" in envelope["message"]
+    (finished,) = [f for k, f in events if k is ToolCallFinished]
+    assert "is a required property" in finished["output_violation"]
+
+
+async def test_an_mcp_output_breaking_its_contract_passes_under_policy_log_only(
+        lying_calendar: MCPConnection) -> None:
+    with_policy(lying_calendar, "log_only")
+    events: list[tuple[Any, dict[str, Any]]] = []
+    (envelope,) = await ToolExecutor(lying_calendar.registry).execute(
+        [("c1", "liar.calendar_query", {"query": "A1001"})],
+        lambda kind, **fields: events.append((kind, fields)))
+    assert envelope["success"]
+    assert envelope["output"]["events"]
+    assert all(set(e) == {"date"} for e in envelope["output"]["events"])  # as the tool said
+    (finished,) = [f for k, f in events if k is ToolCallFinished]
+    assert "is a required property" in finished["output_violation"]
+
+
+async def test_an_mcp_output_breaking_its_contract_is_replaced_by_its_fallback_tool(
+        lying_calendar: MCPConnection) -> None:
+    registry = lying_calendar.registry
+
+    @registry.tool(description="The calendar's stand-in: no events.")
+    def calendar_backup(query: str, warehouse: str | None = None, limit: int = 3
+                        ) -> dict[str, Any]:
+        return {"query": query, "events": []}
+
+    with_policy(lying_calendar, Fallback(fallback="calendar_backup"))
+    (envelope,) = await ToolExecutor(registry).execute(
+        [("c1", "liar.calendar_query", {"query": "A1001"})])
+    assert envelope["success"]
+    assert envelope["output"] == {"query": "A1001", "events": []}
+    assert envelope["tool_name"] == "liar.calendar_query"
