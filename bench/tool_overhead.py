@@ -105,8 +105,10 @@ async def bench_mcp(n: int) -> None:
     params = StdioServerParameters(command=sys.executable, args=[SCRIPT])
     try:
         async with Client(params, cache=None) as client:
-            # A host lists tools before calling them; once listed, the client checks each
-            # structured result against the tool's output schema. Both paths pay that.
+            # A host lists tools before calling them; once listed, the bare client checks
+            # each structured result against the tool's output schema (jsonschema). Our path
+            # does the same check in the executor (against the contract, compiled with
+            # fastjsonschema, so the violation policy applies): both paths check outputs.
             await client.list_tools()
 
             async def bare() -> None:

@@ -149,9 +149,16 @@ def _output_checker(schema: dict[str, Any] | None) -> Callable[[Any], str | None
         return lambda out: None if isinstance(out, dict) else (
             f"output does not match the output schema: {type(out).__name__} is not an object")
     validator = jsonschema.Draft202012Validator(schema)
+    fast = _compiled(schema)
 
     def check(output: Any) -> str | None:
-        if validator.is_valid(output):
+        if fast is not None:
+            try:
+                fast(output)
+                return None
+            except fastjsonschema.JsonSchemaException:
+                pass  # jsonschema words the problem
+        elif validator.is_valid(output):
             return None
         error = jsonschema.exceptions.best_match(validator.iter_errors(output))
         where = "/".join(str(p) for p in error.absolute_path) if error else ""
