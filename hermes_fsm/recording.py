@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import from_json
 
 from .errors import HermesError
 from .events import EVENT_ADAPTER, EVENTS_ADAPTER, Event
@@ -90,20 +91,32 @@ class RecordingHeader(BaseModel):
     tools: dict[str, str] = {}
 
 
-@dataclass(frozen=True)
 class Recording:
-    """A parsed recording: its header, its events, and where it came from."""
+    """A parsed recording: its header, its events, and where it came from.
 
-    header: RecordingHeader
-    events: list[Event]
-    source: str
+    ``raw`` holds each event as parsed JSON (cheap); ``events`` the typed events, built and
+    validated on first use when the recording was loaded ``lazy`` (a malformed event then
+    raises :class:`RecordingError` there, naming its line).
+    """
+
+    __slots__ = ("_events", "header", "raw", "source")
+
+    def __init__(self, header: RecordingHeader, raw: list[dict[str, Any]], source: str,
+                 events: list[Event] | None = None) -> None:
+        self.header = header
+        self.raw = raw
+        self.source = source
+        self._events = events
+
+    @property
+    def events(self) -> list[Event]:
+        if self._events is None:
+            self._events = _typed(self.raw, self.source)
+        return self._events
 
     def turn_ids(self) -> list[str]:
         """The ids of the recorded turns, in order."""
-        seen: dict[str, None] = {}
-        for event in self.events:
-            seen.setdefault(event.turn_id, None)
-        return list(seen)
+        return list(dict.fromkeys(e["turn_id"] for e in self.raw))
 
     def turns(self) -> list[list[Event]]:
         """The events grouped by turn, in order."""
@@ -111,6 +124,26 @@ class Recording:
         for event in self.events:
             groups.setdefault(event.turn_id, []).append(event)
         return list(groups.values())
+
+    def raw_turns(self) -> list[list[dict[str, Any]]]:
+        """The raw events grouped by turn, in order."""
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for event in self.raw:
+            groups.setdefault(event["turn_id"], []).append(event)
+        return list(groups.values())
+
+
+def _typed(raw: list[dict[str, Any]], source: str) -> list[Event]:
+    try:
+        return EVENTS_ADAPTER.validate_python(raw)
+    except ValidationError:
+        for number, item in enumerate(raw, start=2):  # find and name the bad line
+            try:
+                EVENT_ADAPTER.validate_python(item)
+            except ValidationError as exc:
+                raise RecordingError(f"{source}:{number}: not a valid event: "
+                                     f"{_first_error(exc)}") from None
+        raise RecordingError(f"{source}: the events do not validate together") from None
 
 
 def _schema_hash(schema: Any) -> str:
@@ -188,8 +221,8 @@ class RecordingSink:
         self._files.clear()
 
 
-def parse_recording(text: str, source: str) -> Recording:
-    """Parse recording text.
+def parse_recording(text: str, source: str, lazy: bool = False) -> Recording:
+    """Parse recording text; with ``lazy``, typed events are validated on first use.
 
     Raises:
         RecordingError: no header, another format, an unknown version, a malformed line —
@@ -217,26 +250,33 @@ def parse_recording(text: str, source: str) -> Recording:
         raise RecordingError(f"{source}:1: malformed header: {_first_error(exc)}") from None
     body = lines[1:]
     try:  # one parse of the whole body is much faster than a parse per line
-        events = EVENTS_ADAPTER.validate_json("[" + ",".join(body) + "]")
-    except ValidationError:
+        raw = from_json("[" + ",".join(body) + "]")
+    except ValueError:
         for number, line in enumerate(body, start=2):  # find and name the bad line
             try:
-                EVENT_ADAPTER.validate_json(line)
-            except ValidationError as exc:
-                raise RecordingError(f"{source}:{number}: not a valid event: "
-                                     f"{_first_error(exc)}") from None
-        raise RecordingError(f"{source}: the events do not parse together") from None
-    return Recording(header, events, source)
+                from_json(line)
+            except ValueError as exc:
+                raise RecordingError(f"{source}:{number}: not JSON ({exc})") from None
+        raise RecordingError(f"{source}: the event lines do not parse") from None
+    for number, item in enumerate(raw, start=2):
+        if not (isinstance(item, dict) and isinstance(item.get("turn_id"), str)
+                and isinstance(item.get("kind"), str)):
+            raise RecordingError(f"{source}:{number}: not a valid event: an event is an "
+                                 "object with kind, session_id, turn_id, seq and at")
+    recording = Recording(header, raw, source)
+    if not lazy:
+        recording.events  # noqa: B018 - validates every event now
+    return recording
 
 
-def load_recording(path: str | Path) -> Recording:
+def load_recording(path: str | Path, lazy: bool = False) -> Recording:
     """Read a recording file (see :func:`parse_recording`)."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_recording(text, str(path))
+    return parse_recording(text, str(path), lazy)
 
 
 def iter_recordings(paths: Sequence[str | Path]) -> Iterator[Path]:

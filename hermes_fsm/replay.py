@@ -44,7 +44,8 @@ from .executor import truncate_for_model
 from .graph import Graph, default_graph_path, load_graph
 from .recording import Recording, load_recording
 
-__all__ = ["Divergence", "Finding", "ReplayFailed", "ReplayResult", "Replayer"]
+__all__ = ["Divergence", "Finding", "ReplayFailed", "ReplayResult", "Replayer",
+           "offline_catalog"]
 
 # Fields that differ between runs and say nothing about the turn's behaviour: times, ids,
 # which brain answered and what it cost, how long a backoff waited.
@@ -144,9 +145,7 @@ class Replayer:
         self.graph = graph if isinstance(graph, Graph) else load_graph(graph)
         self.contracts = contracts or self.graph.contracts
         if tools is None:
-            from .demo_tools import build_demo_registry
-
-            tools = build_demo_registry()
+            tools = offline_catalog()
         self.tools = tools
         self._rerunner: Any = None
 
@@ -158,9 +157,9 @@ class Replayer:
         Raises:
             ReplayFailed: drift was found (unless ``raise_on_failure`` is False).
         """
-        result = ReplayResult(recording.source, "validate", len(recording.turn_ids()),
-                              len(recording.events))
-        for turn in recording.turns():
+        turns = recording.raw_turns()
+        result = ReplayResult(recording.source, "validate", len(turns), len(recording.raw))
+        for turn in turns:
             result.findings.extend(self._validate_turn(recording.source, turn))
         return _finish(result, raise_on_failure)
 
@@ -203,43 +202,44 @@ class Replayer:
     def _each(paths: Iterable[str | Path], run: Any) -> Iterator[ReplayResult]:
         for path in paths:
             try:
-                recording = load_recording(path)
+                recording = load_recording(path, lazy=True)
+                yield run(recording, raise_on_failure=False)
             except HermesError as exc:
                 yield ReplayResult(str(path), run.__name__, 0, 0, error=str(exc))
-                continue
-            yield run(recording, raise_on_failure=False)
 
     # --- validate ------------------------------------------------------------------
 
-    def _validate_turn(self, source: str, events: Sequence[Event]) -> list[Finding]:
+    def _validate_turn(self, source: str, events: Sequence[Mapping[str, Any]]
+                       ) -> list[Finding]:
         findings: list[Finding] = []
         fact_ids: set[Any] = set()
-        for event in events:
-            e: Any = event
-            if e.kind == "state_output" and e.contract:
-                name, _ = split_ref(e.contract)
+        for e in events:
+            kind = e["kind"]
+            if kind == "state_output" and e.get("contract"):
+                recorded = e["contract"]
+                name, _ = split_ref(recorded)
                 try:
                     contract = self.contracts.get(name)
                 except ContractError:
-                    findings.append(Finding(source, e.turn_id, e.seq, e.kind, e.state,
-                                            f"{name}@?", e.contract,
+                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["state"],
+                                            f"{name}@?", recorded,
                                             [{"loc": [], "msg": f"no contract named {name!r} "
                                               "today"}]))
                     continue
                 context = {"tool_catalog": self.tools, "fact_ids": fact_ids}
                 try:
-                    output = contract.validate_output(e.output, context)
+                    output = contract.validate_output(e["output"], context)
                 except ValidationError as exc:
-                    findings.append(Finding(source, e.turn_id, e.seq, e.kind, e.state,
-                                            contract.ref(), e.contract, _errors(exc)))
+                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["state"],
+                                            contract.ref(), recorded, _errors(exc)))
                     continue
                 if "facts" in type(output).model_fields:
                     fact_ids = {getattr(f, "id", None) for f in output.facts}  # type: ignore[attr-defined]
-            elif e.kind == "tool_call_started":
-                problem = self.tools.check_call(e.tool, e.arguments)
+            elif kind == "tool_call_started":
+                problem = self.tools.check_call(e["tool"], e["arguments"])
                 if problem is not None:
-                    findings.append(Finding(source, e.turn_id, e.seq, e.kind, e.tool,
-                                            f"tool {e.tool} input", "",
+                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["tool"],
+                                            f"tool {e['tool']} input", "",
                                             [{"loc": ["arguments"], "msg": problem}]))
         return findings
 
@@ -283,6 +283,38 @@ class Replayer:
             self._rerunner = Orchestrator(self.graph, brain=ReplayBrain([]), tools=self.tools,
                                           memory=ReplayMemory([]), sleep=_no_wait)
         return self._rerunner
+
+
+def offline_catalog(registry: Any = None, contracts_dir: str | Path | None = None) -> Any:
+    """Today's tools as replay sees them, with no server started.
+
+    ``registry`` (default: the demo tools) plus every pinned tool contract in
+    ``contracts_dir`` (default: ``contracts/tools``) that it lacks — MCP tools among them —
+    registered with their schemas only: plans and tool inputs are checked against them,
+    and calling one is an error (replay never calls a tool).
+    """
+    from .tool_contracts import default_tool_contract_dir, load_tool_contracts
+    from .tools import Tool
+
+    if registry is None:
+        from .demo_tools import build_demo_registry
+
+        registry = build_demo_registry()
+    directory = Path(contracts_dir) if contracts_dir is not None else default_tool_contract_dir()
+    if not directory.is_dir():
+        return registry
+    known = set(registry.names())
+    for name, contract in sorted(load_tool_contracts(directory).items()):
+        if name in known:
+            continue
+
+        def offline(*_: Any, _name: str = name, **__: Any) -> Any:
+            raise HermesError(f"{_name} is known from its pinned contract only; replay does "
+                              "not call tools")
+
+        registry.add(Tool(name, contract.description, offline, contract.input_schema,
+                          contract=contract, timeout_s=contract.timeout_s, source="contract"))
+    return registry
 
 
 async def _no_wait(delay: float) -> None:

@@ -191,3 +191,15 @@ def test_cli_replay_validate_reports_drift_and_exits_non_zero():
 def test_cli_replay_of_a_missing_path_is_a_clear_error(tmp_path):
     code, _ = run_cli("replay", "validate", str(tmp_path / "nope.jsonl"))
     assert code == 1
+
+
+def test_a_recording_of_a_turn_with_an_mcp_tool_replays_offline(tmp_path):
+    code, out = run_cli("run", "--record", str(tmp_path),
+                        "How many A1001 are left in the east warehouse?")
+    assert code == 0 and "342" in out
+    (path,) = tmp_path.glob("*.jsonl")
+    recording = load_recording(path)
+    tools = {e.tool for e in recording.events if e.kind == "tool_call_started"}
+    assert "demo.calendar_query" in tools  # an MCP tool was called while recording
+    assert Replayer().validate(recording).ok  # its pinned contract stands in for the server
+    assert Replayer().rerun(recording).ok  # no server is started to rerun it
