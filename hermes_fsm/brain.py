@@ -12,7 +12,7 @@ use contracts they know.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -47,6 +47,8 @@ class BrainRequest:
         history: recent messages of the session, oldest first (``role``, ``content``).
         attempt: 1 on the first try; higher on retries.
         repair: on a retry, why the previous output was refused (validation errors).
+        on_token: when set, a brain that streams may call it with each piece of answer
+            text as it arrives (the default handler turns them into ``TokenChunk`` events).
     """
 
     state: str
@@ -60,6 +62,7 @@ class BrainRequest:
     history: Sequence[Mapping[str, str]] = ()
     attempt: int = 1
     repair: str | None = None
+    on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@
     hermes-fsm view out/<session>.jsonl --out page.html               # the recording over the graph
     hermes-fsm contracts export | check                               # state and tool contracts
     hermes-fsm mcp list [--json]                                      # MCP servers and health
+    hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
 
 Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
 embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
@@ -82,6 +83,11 @@ def _parser() -> argparse.ArgumentParser:
     mcp.add_argument("action", choices=["list"])
     mcp.add_argument("--json", action="store_true", help="one JSON document")
 
+    serve = sub.add_parser("serve", parents=[common],
+                           help="serve the ASGI app: turns over HTTP, events as SSE")
+    serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+
     from .cli_replay import add_replay_parser
 
     add_replay_parser(sub, common)
@@ -118,7 +124,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
             config = config.model_copy(update={"graph": Path(args.graph)})
         _configure_logging(config)
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
-                   "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory}
+                   "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
+                   "serve": _serve}
         return command[args.command](args, config, out)
     except HermesError as exc:
         print(f"hermes-fsm: {exc}", file=sys.stderr)
@@ -290,6 +297,12 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
         for problem in r["problems"]:
             out.write(f"  problem: {problem}\n")
     return 0
+
+
+def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .server.serve import serve
+
+    return serve(config, host=args.host, port=args.port, out=out)
 
 
 def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:

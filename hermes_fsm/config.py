@@ -18,6 +18,9 @@
     permissions: {default_roles: [user], users: {ops: {roles: [admin], grants: [wipe_db]}}}
     memory: {data_dir: ~/.local/share/hermes-fsm, redis_url: …, postgres_url: …,
              qdrant_url: …, embedder: {kind: hashing}}   # see hermes_fsm.memory.settings
+    brain: {kind: openai, base_url: "http://127.0.0.1:8080/v1", model: smollm2,
+            api_key_env: OPENAI_API_KEY}                  # any /v1/chat/completions server
+    server: {host: 127.0.0.1, port: 8765, tokens: {s3cret: alice}}   # hermes-fsm serve
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -36,8 +39,8 @@ from .errors import ConfigError
 from .memory.settings import MemoryConfig
 from .yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
 
-__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ToolsConfig",
-           "load_config"]
+__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
+           "ToolsConfig", "load_config"]
 
 
 class _Strict(BaseModel):
@@ -45,10 +48,42 @@ class _Strict(BaseModel):
 
 
 class BrainConfig(_Strict):
-    """Which brain decides state outputs."""
+    """Which brain decides state outputs: the offline rules, or an OpenAI-compatible server.
 
-    kind: Literal["rules"] = "rules"
+    ``kind: openai`` needs ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``) and ``model``;
+    the API key is read from the environment variable named by ``api_key_env`` (none for a
+    local server). See :class:`hermes_fsm.openai_brain.OpenAIBrain` for the rest.
+    """
+
+    kind: Literal["rules", "openai"] = "rules"
     rules_file: Path | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _openai_fields(self) -> BrainConfig:
+        if self.kind == "openai" and not (self.base_url and self.model):
+            raise ValueError("an openai brain needs `base_url` (e.g. http://127.0.0.1:8080/v1) "
+                             "and `model`")
+        return self
+
+
+class ServerConfig(_Strict):
+    """``hermes-fsm serve``: where to listen, and the bearer tokens (token → user id).
+
+    ``HERMES_SERVER_TOKENS="token1=alice,token2=bob"`` replaces ``tokens``. Without tokens
+    the server only listens on a loopback address.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    tokens: dict[str, str] = {}
 
 
 class LogConfig(_Strict):
@@ -92,7 +127,10 @@ class MCPServerConfig(_Strict):
 
 def _demo_mcp_servers() -> dict[str, MCPServerConfig]:
     script = Path(__file__).resolve().with_name("demo_calendar.py")  # stdlib only: fast start
-    return {"demo": MCPServerConfig(transport="stdio", command="python", args=[str(script)])}
+    # only the tool the demo turn uses (its contract is pinned in contracts/tools): the
+    # server's test tools (count_slowly, server_pid) stay out of the default catalog
+    return {"demo": MCPServerConfig(transport="stdio", command="python", args=[str(script)],
+                                    enabled_tools=["calendar_query"])}
 
 
 class BreakerConfig(_Strict):
@@ -138,6 +176,7 @@ class HermesConfig(_Strict):
     tools: ToolsConfig = ToolsConfig()
     permissions: PermissionsConfig = PermissionsConfig()
     memory: MemoryConfig = MemoryConfig()
+    server: ServerConfig = ServerConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -166,7 +205,23 @@ def load_config(path: str | Path | None = None,
     memory = {field: env[var] for field, var in services.items() if env.get(var)}
     if memory:
         config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
+    tokens = env.get("HERMES_SERVER_TOKENS")
+    if tokens:
+        server = config.server.model_copy(update={"tokens": _parse_tokens(tokens)})
+        config = config.model_copy(update={"server": server})
     return config
+
+
+def _parse_tokens(text: str) -> dict[str, str]:
+    """``"token1=alice,token2=bob"`` → ``{"token1": "alice", "token2": "bob"}``."""
+    tokens: dict[str, str] = {}
+    for item in text.split(","):
+        token, sep, user = item.strip().partition("=")
+        if not sep or not token.strip() or not user.strip():
+            raise ConfigError("HERMES_SERVER_TOKENS must look like 'token1=alice,token2=bob' "
+                              f"(got an item {item.strip()!r}); fix or unset it")
+        tokens[token.strip()] = user.strip()
+    return tokens
 
 
 def _from_file(path: Path) -> HermesConfig:

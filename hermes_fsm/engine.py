@@ -26,7 +26,7 @@ import time
 import types
 from collections.abc import Generator, Iterable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -45,13 +45,18 @@ from .events import (
 )
 from .executor import ToolExecutor
 from .graph import Graph, StateSpec, default_graph_path, load_graph
+from .lease import SessionLease
 from .machine import GraphMachine
 from .mcp_servers import MCPServers
 from .memory import InProcessMemory, Memory
 from .session import Session
 from .sources import Clock, IdFactory, SystemClock, UuidIds
+from .store.protocol import SessionStore
 from .tools import ToolRegistry
 from .turn import Services, TurnContext, TurnResult
+
+if TYPE_CHECKING:
+    from .durable import DurableSessions
 
 __all__ = ["Orchestrator"]
 
@@ -75,6 +80,12 @@ class Orchestrator:
         executor: the tool executor (default: one over ``tools``).
         mcp_servers: MCP servers feeding ``tools``; started by :meth:`start` (or
             ``async with``), stopped by :meth:`aclose`. Without them nothing needs starting.
+        store: a session store (:mod:`hermes_fsm.store`) makes sessions durable: each
+            step's events are appended before the next state starts, and any process
+            with the same store can resume a session (see :mod:`hermes_fsm.durable`).
+            ``None`` (the default): sessions live in this process only.
+        lease: one writer per session for a durable store (default: this process only;
+            :class:`~hermes_fsm.lease.RedisLease` across processes).
     """
 
     def __init__(
@@ -93,6 +104,8 @@ class Orchestrator:
         sleep: Any = None,
         executor: ToolExecutor | None = None,
         mcp_servers: MCPServers | None = None,
+        store: SessionStore | None = None,
+        lease: SessionLease | None = None,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -122,6 +135,15 @@ class Orchestrator:
         self._sleep = sleep or asyncio.sleep
         self._sessions: dict[str, Session] = {}
         self.mcp = mcp_servers
+        self.store = store
+        self._durable: DurableSessions | None = None
+        if store is not None:
+            from .durable import DurableSessions
+
+            self._durable = DurableSessions(self, store, lease)
+        elif lease is not None:
+            raise UsageError("a lease guards a durable session store; pass store= as well "
+                             "(e.g. hermes_fsm.store.SQLiteStore(path))")
 
     @classmethod
     def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -135,7 +157,11 @@ class Orchestrator:
             "busy_policy": config.busy_policy,
             "history_window": config.history_window,
         }
-        if config.brain.rules_file is not None and "brain" not in overrides:
+        if config.brain.kind == "openai" and "brain" not in overrides:
+            from .openai_brain import OpenAIBrain
+
+            kwargs["brain"] = OpenAIBrain.from_config(config.brain)
+        elif config.brain.rules_file is not None and "brain" not in overrides:
             from .rules_brain import RulesBrain
 
             kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
@@ -170,6 +196,12 @@ class Orchestrator:
         close = getattr(self.services.memory, "close", None)
         if close is not None:  # waits (bounded) for background commits, then closes stores
             await close()
+        close_brain = getattr(self.services.brain, "aclose", None)
+        if close_brain is not None:  # e.g. the OpenAI-compatible brain's HTTP client
+            await close_brain()
+        if self._durable is not None:
+            await self._durable.lease.close()
+            await self._durable.store.close()
 
     async def __aenter__(self) -> Orchestrator:
         return await self.start()
@@ -215,6 +247,8 @@ class Orchestrator:
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
+        if self._durable is not None:
+            return await self._durable.run_turn(session_id, text, user_id)
         session = self.session(session_id, user_id)
         if session.busy:
             if self.busy_policy == "refuse":
@@ -226,22 +260,51 @@ class Orchestrator:
                 return await self._turn(session, text, user_id)
         return await self._turn(session, text, user_id)
 
-    async def _turn(self, session: Session, text: str, user_id: str) -> TurnResult:
+    async def resume(self, session_id: str) -> TurnResult | None:
+        """Finish the session's interrupted turn from its last stored step (durable store).
+
+        A turn whose process died is also finished automatically before the next turn on
+        its session runs. Returns ``None`` when the session has no unfinished turn.
+
+        Raises:
+            UsageError: the orchestrator has no store.
+            SessionError: the session is not in the store.
+            SessionBusy: a turn is running on it.
+        """
+        if self._durable is None:
+            raise UsageError("resume needs a durable session store: Orchestrator(store=...)")
+        return await self._durable.resume(session_id)
+
+    async def _turn(self, session: Session, text: str, user_id: str, *, hold: Any = None,
+                    resumed: TurnContext | None = None) -> TurnResult:
         session.busy = True
         started = time.perf_counter()
-        turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+        durable = self._durable
+        if resumed is None:
+            turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+            if durable is not None:
+                from .durable import EffectsJournal
+
+                turn.journal = EffectsJournal(durable.store, session.session_id)
+        else:
+            turn = resumed
         graph = self.graph
         status = "completed"
         clock = asyncio.get_running_loop().time
         deadline = clock() + graph.budget_s
         try:
-            turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
-            self.machine.fire("start", session, turn)
+            if resumed is None:
+                turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
+                self.machine.fire("start", session, turn)
+                if durable is not None:
+                    await durable.flush(session, turn, hold)
             try:
                 while session.state != graph.initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
                     await self._run_state(graph.states[session.state], session, turn, deadline)
+                    if durable is not None and session.state != graph.initial:
+                        await durable.flush(session, turn, hold)  # the step, before the next
             except _BudgetExceeded:
                 status = "partial"
                 turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
@@ -249,13 +312,19 @@ class Orchestrator:
                 stopped_in = session.state
                 self.machine.fire("abort", session, turn)
                 partial = turn.answer() or graph.partial_answer.format(state=stopped_in)
-                return self._finish(session, turn, status, partial, started)
-            if turn.routes:
-                status = "degraded"
-            return self._finish(session, turn, status, turn.answer() or "", started)
+                result = self._finish(session, turn, status, partial, started)
+            else:
+                if turn.routes:
+                    status = "degraded"
+                result = self._finish(session, turn, status, turn.answer() or "", started)
+            if durable is not None:  # the last step: events, messages, checkpoint
+                await durable.flush(session, turn, hold, final=True)
+            return result
         except BaseException:
             if session.state != graph.initial:  # cancelled or an engine bug: never stay mid-turn
                 self.machine.fire("abort", session, turn)
+            if durable is not None:  # the store has the truth: the next turn reloads from it
+                durable.forget(session)
             raise
         finally:
             session.record(turn.events)

@@ -16,7 +16,9 @@
     ├── MemoryStoreError             a memory tier's store failed or refused a write
     │   └── VectorSizeMismatch       an embedder's vectors do not fit an existing collection
     ├── SessionError                 a session is unknown or unusable
-    │   └── SessionBusy              a turn is already running on that session
+    │   ├── SessionBusy              a turn is already running on that session
+    │   └── StaleWriter              another process took the session over; append refused
+    ├── StoreError                   a session store (PostgreSQL, SQLite) failed
     └── UsageError                   an API or CLI argument is wrong
 
 Every message says what was wrong, where, and what to do next.
@@ -37,6 +39,8 @@ __all__ = [
     "RetryableError",
     "SessionBusy",
     "SessionError",
+    "StaleWriter",
+    "StoreError",
     "ToolCallFailed",
     "ToolError",
     "UsageError",
@@ -147,6 +151,25 @@ class SessionBusy(SessionError):
             "Wait for that turn to finish, or create the Orchestrator with "
             "busy_policy='queue' to queue turns instead of refusing them."
         )
+
+
+class StaleWriter(SessionError):
+    """The store refused an append: this process no longer holds the session.
+
+    Another process claimed the session (a newer lease epoch) or appended events this
+    process had not seen (the expected sequence number was taken). Nothing was written.
+    """
+
+    def __init__(self, session_id: str, detail: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r}: append refused, {detail}. Another process has taken "
+            "this session over; drop this turn and let that process (or a resume) finish it."
+        )
+
+
+class StoreError(HermesError):
+    """A session store failed (connection lost, disk full, schema too new)."""
 
 
 class UsageError(HermesError):

@@ -61,25 +61,43 @@ class ToolExecutor:
         self._sleep = sleep
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
-                      emit: Emit = _no_events, caller: str = "anonymous") -> list[dict[str, Any]]:
+                      emit: Emit = _no_events, caller: str = "anonymous",
+                      journal: Any = None) -> list[dict[str, Any]]:
         """Run ``(call_id, tool_name, arguments)`` calls for user ``caller``.
+
+        With an effects ``journal`` (a durable session's, see
+        :class:`~hermes_fsm.durable.EffectsJournal`) each call is journalled as started
+        before it runs and with its envelope after: a call that finished before a crash
+        is not made again (its envelope is reused), and one whose outcome is unknown is
+        made again only if its contract says it is idempotent — otherwise it fails with
+        ``OUTCOME_UNKNOWN`` instead of acting twice.
 
         Returns one envelope per call, in order: ``{call_id, tool_name, success: true,
         output}`` or ``{call_id, tool_name, success: false, error_code, message,
         retryable}``.
         """
         if len(calls) == 1:
-            return [await self._run_one(*calls[0], emit, caller)]
-        return list(await asyncio.gather(*(self._run_one(*c, emit, caller) for c in calls)))
+            return [await self._run_one(*calls[0], emit, caller, journal)]
+        return list(await asyncio.gather(*(self._run_one(*c, emit, caller, journal)
+                                           for c in calls)))
 
     async def _run_one(self, call_id: str, tool_name: str, arguments: dict[str, Any],
-                       emit: Emit, caller: str) -> dict[str, Any]:
+                       emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
+        tool = self.registry.find(tool_name)
+        if journal is not None:
+            known = await journal.begin(call_id, tool_name)
+            if known is not None:
+                reused = self._journalled(known, call_id, tool_name, tool, arguments, emit,
+                                          caller)
+                if reused is not None:
+                    return reused
         emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments,
              caller=caller)
         started = time.perf_counter()
-        tool = self.registry.find(tool_name)
         audit: dict[str, Any] = {"attempts": 0, "violation": None, "fallback": None}
         envelope = await self._outcome(call_id, tool_name, tool, arguments, caller, emit, audit)
+        if journal is not None:
+            await journal.finish(call_id, envelope)
         duration_ms = (time.perf_counter() - started) * 1000
         source = tool.source if tool is not None else "unknown"
         attempts = audit["attempts"]
@@ -96,6 +114,34 @@ class ToolExecutor:
                  duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
                  arguments=arguments, output_violation=audit["violation"],
                  fallback=audit["fallback"])
+        return envelope
+
+    def _journalled(self, known: Any, call_id: str, tool_name: str, tool: Tool | None,
+                    arguments: dict[str, Any], emit: Emit, caller: str
+                    ) -> dict[str, Any] | None:
+        """The envelope of a journalled call, or ``None`` when it should be made again."""
+        if known.status == "finished" and known.outcome is not None:
+            envelope = dict(known.outcome)  # its events say attempts=0: nothing was called
+        elif tool is not None and tool.contract is not None and tool.contract.is_idempotent:
+            return None  # outcome unknown, but repeating it is harmless
+        else:
+            envelope = {"call_id": call_id, "tool_name": tool_name, "success": False,
+                        "error_code": "OUTCOME_UNKNOWN", "retryable": False,
+                        "message": (f"{tool_name} ({call_id}) was started before a restart and "
+                                    "its outcome is unknown; it is not idempotent, so it was "
+                                    "not made again. Check its effect before asking again.")}
+        emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments,
+             caller=caller)
+        source = tool.source if tool is not None else "unknown"
+        if envelope.get("success"):
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=True,
+                 output=envelope.get("output"), duration_ms=0.0, attempts=0, caller=caller,
+                 source=source, arguments=arguments, output_violation=None, fallback=None)
+        else:
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False,
+                 error={k: envelope.get(k) for k in ("error_code", "message", "retryable")},
+                 duration_ms=0.0, attempts=0, caller=caller, source=source,
+                 arguments=arguments, output_violation=None, fallback=None)
         return envelope
 
     async def _outcome(self, call_id: str, tool_name: str, tool: Tool | None,

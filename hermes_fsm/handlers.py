@@ -13,7 +13,7 @@ from typing import Any
 
 from .brain import BrainReply, BrainRequest
 from .contracts import Contract
-from .events import BrainCall
+from .events import BrainCall, TokenChunk
 from .memory_handlers import apply_memory_updates, recalled_memory
 from .state_contracts import ExecutionResults, Plan
 from .turn import TurnContext
@@ -44,6 +44,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         history=turn.history,
         attempt=turn.attempt,
         repair=turn.repair,
+        on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
     )
     brain = turn.services.brain
     started = time.perf_counter()
@@ -76,7 +77,12 @@ async def execute_tools(turn: TurnContext) -> dict[str, Any]:
         (f"{turn.turn_id}-s{step}-c{i + 1}", c.tool_name, dict(c.arguments))
         for i, c in enumerate(plan.tool_calls)
     ]
-    results = await turn.services.executor.execute(calls, turn.emit, caller=turn.user_id)
+    executor = turn.services.executor
+    if turn.journal is not None:  # a durable session: calls go through its effects journal
+        results = await executor.execute(calls, turn.emit, caller=turn.user_id,
+                                         journal=turn.journal)
+    else:
+        results = await executor.execute(calls, turn.emit, caller=turn.user_id)
     return {"results": results}
 
 

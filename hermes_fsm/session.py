@@ -31,17 +31,20 @@ class Session:
         user_id: the user it belongs to.
         state: the graph state it is in (the initial state between turns).
         seq: the sequence number of its last event (events are numbered from 1).
+        epoch: its claim in a durable store (0 without one; see :mod:`hermes_fsm.durable`).
         events: its event log, in order.
         history: its messages (``role``, ``content``), oldest first.
     """
 
-    __slots__ = ("_lock", "_log", "busy", "history", "seq", "session_id", "state", "user_id")
+    __slots__ = ("_lock", "_log", "busy", "epoch", "history", "seq", "session_id", "state",
+                 "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str) -> None:
         self.session_id = session_id
         self.user_id = user_id
         self.state = state
         self.seq = 0
+        self.epoch = 0
         self._log: list[tuple[int, int, bytes]] = []  # (first seq, last seq, JSON array)
         self.history: list[dict[str, str]] = []
         self.busy = False

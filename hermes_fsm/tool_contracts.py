@@ -6,6 +6,7 @@ A contract says everything the executor and a model need to know about a tool::
     version: 1.0.0
     description: Look up how many units of a product are in stock ... (written for a model)
     side_effects: read              # read | write | destructive
+    idempotent: true                # optional; default: true for read tools only
     timeout_s: 5
     retry: {max_attempts: 3, backoff_s: 0.1, multiplier: 2, max_backoff_s: 2, jitter: 0.2}
     permissions: []                 # roles or grants the caller needs (all of them)
@@ -59,6 +60,7 @@ BUILTIN_ERRORS: dict[str, bool] = {
     "TIMEOUT": True,
     "SERVER_UNAVAILABLE": True,  # an MCP server is down or restarting
     "OUTPUT_VIOLATION": False,  # the output broke the output schema (policy: fail)
+    "OUTCOME_UNKNOWN": False,  # a crash hid whether a non-idempotent call ran: not repeated
     "TOOL_ERROR": False,
     "TOOL_EXCEPTION": False,
 }
@@ -89,6 +91,7 @@ class ToolContract(_Strict):
     version: str
     description: str = Field(min_length=1)
     side_effects: Literal["read", "write", "destructive"] = "read"
+    idempotent: bool | None = None  # None: read tools are, write/destructive ones are not
     timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     retry: RetryPolicy = RetryPolicy()
     permissions: tuple[str, ...] = ()
@@ -125,6 +128,15 @@ class ToolContract(_Strict):
         if declared is not None:
             return declared.retryable
         return BUILTIN_ERRORS.get(code, False)
+
+    @property
+    def is_idempotent(self) -> bool:
+        """Whether making the call twice does no more than making it once.
+
+        ``idempotent`` when given; else true for ``read`` tools only. A durable turn
+        resumed after a crash repeats a call of unknown outcome only if this holds.
+        """
+        return self.idempotent if self.idempotent is not None else self.side_effects == "read"
 
     @property
     def fallback(self) -> str | None:

@@ -85,12 +85,15 @@ class TurnContext:
         by_contract: the same, by contract name.
         output: the current state's validated output (conditions read it).
         services: brain, tools, memory, clock.
+        journal: the effects journal of a durable session (``None`` in-process).
+        flushed: how many of ``events`` are stored durably (a durable session's).
     """
 
     __slots__ = (
-        "_answer", "_context", "_entered", "attempt", "by_contract", "events", "history", "memory",
-        "output", "output_state", "outputs", "path", "repair", "routes", "services", "session",
-        "session_id", "state", "taken", "text", "turn_id", "user_id",
+        "_answer", "_context", "_entered", "attempt", "by_contract", "events", "flushed",
+        "history", "journal", "memory", "output", "output_state", "outputs", "path", "repair",
+        "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
+        "user_id",
     )
 
     def __init__(self, session: Session, turn_id: str, user_id: str, text: str,
@@ -111,6 +114,8 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
+        self.flushed = 0
+        self.journal: Any = None
         self.routes = 0
         self.memory: str | None = None
         self.history = tuple(session.history)  # a snapshot: the turn appends later

@@ -25,7 +25,9 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 from hermes_fsm import Contract, ContractRegistry, FixedClock, Orchestrator, SequentialIds  # noqa: E402
+from hermes_fsm.config import HermesConfig  # noqa: E402
 from hermes_fsm.errors import RetryableError  # noqa: E402
+from hermes_fsm.memory import InProcessMemory  # noqa: E402
 from hermes_fsm.graph import default_graph_path, parse_graph  # noqa: E402
 from hermes_fsm.recording import recording_text  # noqa: E402
 from hermes_fsm.state_contracts import STATE_CONTRACTS, Intent  # noqa: E402
@@ -33,13 +35,19 @@ from hermes_fsm.testing import ScriptedBrain  # noqa: E402
 
 
 def _orchestrator(graph: Any = None, **kwargs: Any) -> Orchestrator:
-    return Orchestrator(graph, clock=FixedClock(), ids=SequentialIds(), **kwargs)
+    """The embedded default (demo MCP server included), with fixed time, ids, and memory
+    kept in the process (no files)."""
+    if graph is not None:
+        kwargs["graph"] = graph
+    return Orchestrator.from_config(HermesConfig(), clock=FixedClock(), ids=SequentialIds(),
+                                    memory=InProcessMemory(), **kwargs)
 
 
 async def _record(name: str, orchestrator: Orchestrator, session: str, user: str,
                   texts: list[str]) -> None:
-    for text in texts:
-        await orchestrator.run_turn(session, text, user_id=user)
+    async with orchestrator:
+        for text in texts:
+            await orchestrator.run_turn(session, text, user_id=user)
     (HERE / f"{name}.jsonl").write_text(recording_text(orchestrator, session), encoding="utf-8")
 
 

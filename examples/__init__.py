@@ -1,0 +1,1 @@
+"""Examples of embedding hermes-fsm (importable, so the tests can run them)."""

@@ -1,0 +1,17 @@
+"""Serve and embed: the ASGI app (HTTP + server-sent events) over an :class:`Orchestrator`.
+
+>>> from hermes_fsm import Orchestrator
+>>> app = create_app(Orchestrator(), tokens={"secret-token": "alice"})
+>>> sorted(r.path for r in app.routes)[:2]
+['/healthz', '/openapi.json']
+
+Run it with ``hermes-fsm serve`` or any ASGI server (``uvicorn``); mount it in a FastAPI or
+Starlette service with ``manage_lifecycle=False`` (see ``examples/``).
+"""
+
+from __future__ import annotations
+
+from .app import create_app
+from .hub import RunningTurn, TurnHub, read_events
+
+__all__ = ["RunningTurn", "TurnHub", "create_app", "read_events"]

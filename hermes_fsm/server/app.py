@@ -1,0 +1,336 @@
+"""The ASGI app (Starlette): turns over HTTP, live event streams, graph, recordings, health.
+
+::
+
+    POST /v1/sessions/{session_id}/turns        {"text": ..., "user_id"?: ...}
+         → the turn's result (JSON), or with ``Accept: text/event-stream`` its events as
+           server-sent events as they happen, ending with a ``result`` event
+    GET  /v1/sessions/{session_id}/events?after=SEQ   (JSON, or SSE following a running turn)
+    GET  /v1/sessions/{session_id}/recording    the session's recording (JSONL)
+    GET  /v1/graph?format=mermaid|dot|svg|html
+    GET  /healthz   GET /readyz   GET /openapi.json
+
+With bearer tokens (``tokens``: token → user id) every ``/v1`` request needs
+``Authorization: Bearer TOKEN`` and may only touch its user's sessions. Without tokens the
+app trusts the caller (mount it behind your own authentication) and takes ``user_id`` from
+the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+from pydantic import ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from ..errors import HermesError, SessionBusy, SessionError, UsageError
+from .health import readiness
+from .hub import END, RunningTurn, TurnHub, read_events
+from .openapi import openapi_document
+from .wire import (
+    SESSION_ID,
+    TurnRequest,
+    error_response,
+    result_json,
+    sse,
+    validation_response,
+)
+
+__all__ = ["create_app"]
+
+_GRAPH_TYPES = {"mermaid": "text/plain; charset=utf-8", "dot": "text/vnd.graphviz; charset=utf-8",
+                "svg": "image/svg+xml", "html": "text/html; charset=utf-8"}
+_KEEPALIVE_S = 15.0
+_SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def create_app(orchestrator: Any, *, tokens: Mapping[str, str] | None = None,
+               manage_lifecycle: bool = True, drain_timeout_s: float = 30.0) -> Starlette:
+    """An ASGI app serving ``orchestrator``.
+
+    Args:
+        orchestrator: the :class:`~hermes_fsm.Orchestrator` whose turns it runs.
+        tokens: bearer token → user id; ``None`` or empty turns authentication off.
+        manage_lifecycle: start the orchestrator (MCP servers) on startup and close it on
+            shutdown, after running turns end (at most ``drain_timeout_s``). Pass ``False``
+            when you mount the app and manage the orchestrator yourself (a mounted app's
+            lifespan does not run).
+        drain_timeout_s: how long shutdown waits for running turns.
+
+    Returns:
+        A Starlette app; ``app.state.hub`` is its :class:`TurnHub`.
+    """
+    hub = TurnHub(orchestrator)
+    orchestrator.services.sinks = (*orchestrator.services.sinks, hub)
+    api = _Api(orchestrator, hub, dict(tokens or {}))
+
+    @asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if manage_lifecycle:
+            await orchestrator.start()
+        try:
+            yield
+        finally:
+            await hub.drain(drain_timeout_s)
+            if manage_lifecycle:
+                await orchestrator.aclose()
+
+    routes = [
+        Route("/v1/sessions/{session_id}/turns", api.post_turn, methods=["POST"]),
+        Route("/v1/sessions/{session_id}/events", api.get_events, methods=["GET"]),
+        Route("/v1/sessions/{session_id}/recording", api.get_recording, methods=["GET"]),
+        Route("/v1/graph", api.get_graph, methods=["GET"]),
+        Route("/healthz", api.healthz, methods=["GET"]),
+        Route("/readyz", api.readyz, methods=["GET"]),
+        Route("/openapi.json", api.openapi, methods=["GET"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.hub = hub
+    app.state.orchestrator = orchestrator
+    return app
+
+
+class _Api:
+    """The endpoints, sharing the orchestrator, the hub and the token table."""
+
+    def __init__(self, orchestrator: Any, hub: TurnHub, tokens: dict[str, str]) -> None:
+        self.orchestrator = orchestrator
+        self.hub = hub
+        self.tokens = tokens
+        self._openapi: bytes | None = None
+
+    # --- authentication and sessions ----------------------------------------------------
+
+    def _user(self, request: Request) -> str | None | Response:
+        """The authenticated user (``None`` when authentication is off), or a 401 response."""
+        if not self.tokens:
+            return None
+        header = request.headers.get("authorization", "")
+        scheme, _, token = header.partition(" ")
+        challenge = {"WWW-Authenticate": 'Bearer realm="hermes-fsm"'}
+        if scheme.lower() != "bearer" or not token.strip():
+            return error_response(401, "unauthenticated",
+                                  "missing bearer token; send 'Authorization: Bearer TOKEN' "
+                                  "with a token from the server's configuration",
+                                  headers=challenge)
+        user = None
+        for known, user_id in self.tokens.items():  # compare every token: no timing hint
+            if hmac.compare_digest(known.encode(), token.strip().encode()):
+                user = user_id
+        if user is None:
+            return error_response(401, "unauthenticated",
+                                  "unknown bearer token; use a token from the server's "
+                                  "configuration (server.tokens or HERMES_SERVER_TOKENS)",
+                                  headers=challenge | {"WWW-Authenticate":
+                                                       'Bearer error="invalid_token"'})
+        return user
+
+    def _session_id(self, request: Request) -> str | Response:
+        session_id: str = request.path_params["session_id"]
+        if not SESSION_ID.match(session_id):
+            return error_response(
+                422, "validation_failed",
+                "invalid session id: use 1-128 letters, digits and _.:@- (starting with a "
+                "letter or digit)",
+                [{"loc": ["path", "session_id"], "msg": "invalid session id",
+                  "type": "string_pattern_mismatch"}])
+        return session_id
+
+    def _existing(self, session_id: str, user: str | None) -> Response | None:
+        """404 for an unknown session, 403 for another user's; ``None`` when allowed."""
+        session = self.orchestrator.sessions().get(session_id)
+        if session is None:
+            return error_response(404, "session_not_found",
+                                  f"no session {session_id!r}; start it with "
+                                  f"POST /v1/sessions/{session_id}/turns")
+        return self._owned(session, user)
+
+    @staticmethod
+    def _owned(session: Any, user: str | None) -> Response | None:
+        if user is not None and session.user_id != user:
+            return error_response(403, "forbidden",
+                                  f"session {session.session_id!r} belongs to another user; "
+                                  "use a session id of your own")
+        return None
+
+    # --- turns ----------------------------------------------------------------------------
+
+    async def post_turn(self, request: Request) -> Response:
+        user = self._user(request)
+        if isinstance(user, Response):
+            return user
+        session_id = self._session_id(request)
+        if isinstance(session_id, Response):
+            return session_id
+        try:
+            body = TurnRequest.model_validate_json(await request.body())
+        except ValidationError as exc:
+            return validation_response(exc, "body")
+        if user is not None and body.user_id not in (None, user):
+            return error_response(403, "forbidden",
+                                  f"user_id {body.user_id!r} is not the token's user; omit "
+                                  "user_id or send your own")
+        user_id = user or body.user_id or "anonymous"
+        session = self.orchestrator.sessions().get(session_id)
+        if session is not None:
+            refused = self._owned(session, user_id)
+            if refused is not None:
+                return refused
+        running = self.hub.start(session_id, body.text, user_id)
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return await self._stream_turn(running)
+        assert running.task is not None
+        try:  # shielded: a client that goes away does not cancel the turn
+            result = await asyncio.shield(running.task)
+        except HermesError as exc:
+            return _error_for(exc)
+        return JSONResponse(result_json(result))
+
+    async def _stream_turn(self, running: RunningTurn) -> Response:
+        queue = running.subscribe(0)
+        first = await queue.get()
+        if first is END:  # over before its first event: refused (busy, wrong user, …)
+            if running.error is None:
+                return error_response(500, "internal_error", "the turn ended without events")
+            if isinstance(running.error, HermesError):
+                return _error_for(running.error)
+            raise running.error
+        return StreamingResponse(self._event_stream(running, queue, first, 0),
+                                 media_type="text/event-stream", headers=_SSE_HEADERS)
+
+    async def _event_stream(self, running: RunningTurn, queue: asyncio.Queue[Any],
+                            first: Any, after: int) -> AsyncIterator[bytes]:
+        """Events of ``running`` from ``queue`` (``first`` already taken), then the result."""
+        try:
+            item = first
+            while item is not END:
+                if item is not None and item.seq > after:
+                    yield sse(item)
+                try:
+                    item = await asyncio.wait_for(queue.get(), _KEEPALIVE_S)
+                except TimeoutError:
+                    item = None
+                    yield b": keep-alive\n\n"
+            if running.result is not None:
+                yield sse(name="result", data=result_json(running.result))
+            else:
+                yield sse(name="error", data={"code": "turn_failed",
+                                              "message": repr(running.error)})
+        finally:
+            running.unsubscribe(queue)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def get_events(self, request: Request) -> Response:
+        user = self._user(request)
+        if isinstance(user, Response):
+            return user
+        session_id = self._session_id(request)
+        if isinstance(session_id, Response):
+            return session_id
+        after = _after(request)
+        if isinstance(after, Response):
+            return after
+        refused = self._existing(session_id, user)
+        if refused is not None:
+            return refused
+        logged = read_events(self.orchestrator, session_id, after) or []
+        last = max(after, logged[-1].seq if logged else 0)
+        running = self.hub.running.get(session_id)
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(self._resume_stream(logged, running, last),
+                                     media_type="text/event-stream", headers=_SSE_HEADERS)
+        live = [e for e in running.events if e.seq > last] if running is not None else []
+        events = [*logged, *live]
+        body = b'{"session_id":%s,"running":%s,"events":[%s]}' % (
+            json.dumps(session_id).encode(), b"true" if running is not None else b"false",
+            b",".join(e.__pydantic_serializer__.to_json(e) for e in events))
+        return Response(body, media_type="application/json")
+
+    async def _resume_stream(self, logged: list[Any], running: RunningTurn | None,
+                             last: int) -> AsyncIterator[bytes]:
+        for event in logged:
+            yield sse(event)
+        if running is not None:
+            queue = running.subscribe(last)
+            first = await queue.get()
+            async for chunk in self._event_stream(running, queue, first, last):
+                yield chunk
+
+    async def get_recording(self, request: Request) -> Response:
+        user = self._user(request)
+        if isinstance(user, Response):
+            return user
+        session_id = self._session_id(request)
+        if isinstance(session_id, Response):
+            return session_id
+        refused = self._existing(session_id, user)
+        if refused is not None:
+            return refused
+        from ..recording import recording_text
+
+        return Response(recording_text(self.orchestrator, session_id),
+                        media_type="application/x-ndjson")
+
+    async def get_graph(self, request: Request) -> Response:
+        user = self._user(request)
+        if isinstance(user, Response):
+            return user
+        fmt = request.query_params.get("format", "mermaid")
+        if fmt not in _GRAPH_TYPES:
+            return error_response(
+                422, "validation_failed", f"unknown graph format {fmt!r}; use one of "
+                + ", ".join(_GRAPH_TYPES),
+                [{"loc": ["query", "format"], "msg": f"must be one of {list(_GRAPH_TYPES)}",
+                  "type": "enum"}])
+        from ..cli_view import render_graph
+
+        return Response(render_graph(self.orchestrator.graph, fmt), media_type=_GRAPH_TYPES[fmt])
+
+    # --- service ------------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return PlainTextResponse("ok")
+
+    async def readyz(self, request: Request) -> Response:
+        ready, checks = await readiness(self.orchestrator)
+        return JSONResponse({"ready": ready, "checks": checks}, status_code=200 if ready else 503)
+
+    async def openapi(self, request: Request) -> Response:
+        if self._openapi is None:
+            self._openapi = json.dumps(openapi_document(bool(self.tokens))).encode()
+        return Response(self._openapi, media_type="application/json")
+
+
+def _after(request: Request) -> int | Response:
+    """``after`` (or the SSE ``Last-Event-ID`` header): a seq ≥ 0, or a 422 response."""
+    raw = request.query_params.get("after", request.headers.get("last-event-id", "0"))
+    try:
+        after = int(raw)
+        if after < 0:
+            raise ValueError
+    except ValueError:
+        return error_response(422, "validation_failed",
+                              f"after={raw!r} is not a sequence number; send an integer ≥ 0",
+                              [{"loc": ["query", "after"], "msg": "must be an integer >= 0",
+                                "type": "int_parsing"}])
+    return after
+
+
+def _error_for(exc: HermesError) -> Response:
+    """The HTTP answer to an error a turn raised."""
+    if isinstance(exc, SessionBusy):
+        return error_response(409, "session_busy", str(exc))
+    if isinstance(exc, SessionError):
+        return error_response(403, "forbidden", str(exc))
+    if isinstance(exc, UsageError):
+        return error_response(422, "validation_failed", str(exc))
+    return error_response(500, "turn_failed", f"{type(exc).__name__}: {exc}")

@@ -1,0 +1,53 @@
+"""Readiness: is every backend the orchestrator depends on ready to serve turns?
+
+Checked: each MCP server (ready, or why not), the brain (when it has an async ``check()``,
+as the OpenAI-compatible brain does), and memory (a bounded recall for a probe user).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["readiness"]
+
+PROBE_USER = "hermes-readyz-probe"
+"""The user id memory is probed with (it owns no data)."""
+
+
+async def readiness(orchestrator: Any, timeout_s: float = 5.0) -> tuple[bool, dict[str, Any]]:
+    """``(ready, checks)``: each check is ``{"ready": bool, ...details}``."""
+    checks: dict[str, Any] = {}
+    mcp = orchestrator.mcp
+    servers = mcp.info() if mcp is not None else []
+    for record in servers:
+        checks[f"mcp:{record['name']}"] = {
+            "ready": record["status"] == "ready", "status": record["status"],
+            "tools": record["tools"], "last_error": record["last_error"]}
+    brain = orchestrator.services.brain
+    check = getattr(brain, "check", None)
+    if check is not None:
+        checks["brain"] = await _bounded(check(), timeout_s) | {"brain": brain.name}
+    else:
+        checks["brain"] = {"ready": True, "brain": brain.name}
+    memory = orchestrator.services.memory
+    checks["memory"] = await _bounded(_probe_memory(memory), timeout_s) | {
+        "backend": type(memory).__name__}
+    return all(c["ready"] for c in checks.values()), checks
+
+
+async def _probe_memory(memory: Any) -> dict[str, Any]:
+    await memory.recall(PROBE_USER, "readiness probe")
+    return {"ready": True}
+
+
+async def _bounded(coro: Any, timeout_s: float) -> dict[str, Any]:
+    """Run a check; a failure or timeout is a not-ready result naming the error."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            result = await coro
+    except TimeoutError:
+        return {"ready": False, "error": f"no answer within {timeout_s}s"}
+    except Exception as exc:  # reported in the readiness document, not raised
+        return {"ready": False, "error": f"{type(exc).__name__}: {exc}"}
+    return dict(result) if isinstance(result, dict) else {"ready": bool(result)}

@@ -1,0 +1,103 @@
+"""The OpenAPI 3.1 document of the ASGI app (served at ``/openapi.json``).
+
+Schemas come from the same pydantic models the app validates with, and the event union.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from ..events import EVENT_ADAPTER
+from .wire import ErrorResponse, TurnRequest, TurnResponse
+
+__all__ = ["openapi_document"]
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(name: str) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(name)}}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    what = {401: "missing or unknown bearer token", 403: "another user's session",
+            404: "unknown session", 409: "a turn is already running on the session",
+            422: "invalid request (field details in error.details)", 503: "not ready"}
+    return {str(c): {"description": what[c], "content": _json("ErrorResponse")} for c in codes}
+
+
+def openapi_document(authenticated: bool = True) -> dict[str, Any]:
+    """The document; ``authenticated`` adds the bearer security scheme to ``/v1`` paths."""
+    _, defs = models_json_schema(
+        [(TurnRequest, "validation"), (TurnResponse, "serialization"),
+         (ErrorResponse, "serialization")], ref_template="#/components/schemas/{model}")
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    event_schema = EVENT_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
+    schemas.update(event_schema.pop("$defs", {}))
+    schemas["Event"] = event_schema
+    security = [{"bearer": []}] if authenticated else []
+    session = {"name": "session_id", "in": "path", "required": True,
+               "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"}}
+    stream = {"text/event-stream": {"schema": {
+        "type": "string", "description": "server-sent events: `id` = seq, `event` = the "
+        "event's kind, `data` = the Event as JSON; a last `result` event carries the "
+        "TurnResponse"}}}
+    paths = {
+        "/v1/sessions/{session_id}/turns": {"post": {
+            "summary": "Run a turn (JSON result, or its events as server-sent events)",
+            "parameters": [session], "security": security,
+            "requestBody": {"required": True, "content": _json("TurnRequest")},
+            "responses": {"200": {"description": "the turn's result, or its event stream",
+                                  "content": {**_json("TurnResponse"), **stream}},
+                          **_errors(401, 403, 409, 422)}}},
+        "/v1/sessions/{session_id}/events": {"get": {
+            "summary": "A session's events after a sequence number (JSON, or SSE following "
+                       "a running turn)",
+            "parameters": [session, {"name": "after", "in": "query", "required": False,
+                                     "schema": {"type": "integer", "minimum": 0}}],
+            "security": security,
+            "responses": {"200": {"description": "the events", "content": {
+                "application/json": {"schema": {"type": "object", "properties": {
+                    "session_id": {"type": "string"}, "running": {"type": "boolean"},
+                    "events": {"type": "array", "items": _ref("Event")}}}}, **stream}},
+                **_errors(401, 403, 404, 422)}}},
+        "/v1/sessions/{session_id}/recording": {"get": {
+            "summary": "The session's recording (JSONL: a header, then one event a line)",
+            "parameters": [session], "security": security,
+            "responses": {"200": {"description": "the recording",
+                                  "content": {"application/x-ndjson": {
+                                      "schema": {"type": "string"}}}},
+                          **_errors(401, 403, 404)}}},
+        "/v1/graph": {"get": {
+            "summary": "The state graph as Mermaid, DOT, SVG or an HTML page",
+            "parameters": [{"name": "format", "in": "query", "required": False, "schema": {
+                "type": "string", "enum": ["mermaid", "dot", "svg", "html"],
+                "default": "mermaid"}}],
+            "security": security,
+            "responses": {"200": {"description": "the graph"}, **_errors(401, 422)}}},
+        "/healthz": {"get": {"summary": "Alive", "responses": {"200": {"description": "ok"}}}},
+        "/readyz": {"get": {"summary": "Backends and MCP servers ready, with details",
+                            "responses": {"200": {"description": "ready"},
+                                          "503": {"description": "not ready"}}}},
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "hermes-fsm", "version": _version(),
+                 "description": "Agent turns over HTTP: an explicit FSM orchestrator."},
+        "paths": paths,
+        "components": {"schemas": schemas, "securitySchemes": {
+            "bearer": {"type": "http", "scheme": "bearer"}}},
+    }
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hermes-fsm")
+    except PackageNotFoundError:
+        return "0"

@@ -1,0 +1,102 @@
+"""What goes over the wire: request and response bodies, errors, server-sent events.
+
+Errors are one JSON shape, ``{"error": {"code", "message", "details"?}}``; validation
+errors (422) list each field problem as ``{"loc", "msg", "type"}``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic_core import to_json
+from starlette.responses import JSONResponse, Response
+
+from ..events import Event
+from ..turn import TurnResult
+
+__all__ = ["SESSION_ID", "TurnRequest", "error_response", "result_json", "sse",
+           "validation_response"]
+
+SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+"""What a session id in a URL may look like."""
+
+
+class TurnRequest(BaseModel):
+    """The body of ``POST /v1/sessions/{session_id}/turns``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: str = Field(min_length=1, max_length=32_000, description="the user's message")
+    user_id: str | None = Field(
+        default=None, min_length=1, max_length=200,
+        description="who is asking; with bearer tokens it must be the token's user (or omitted)")
+
+    @field_validator("text")
+    @classmethod
+    def _not_blank(cls, text: str) -> str:
+        if not text.strip():
+            raise ValueError("text is blank; send the user's message")
+        return text
+
+
+class TurnResponse(BaseModel):
+    """A turn's result (the JSON answer, and the ``result`` server-sent event)."""
+
+    session_id: str
+    turn_id: str
+    status: str = Field(description="completed, degraded or partial")
+    answer: str
+    path: list[str]
+    duration_ms: float
+    last_seq: int = Field(description="the seq of the turn's last event")
+
+
+class ErrorBody(BaseModel):
+    """An error's code, message and (for 422) field details."""
+
+    code: str
+    message: str
+    details: list[dict[str, Any]] | None = None
+
+
+class ErrorResponse(BaseModel):
+    """Every error response."""
+
+    error: ErrorBody
+
+
+def error_response(status: int, code: str, message: str,
+                   details: list[dict[str, Any]] | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    """An error in the one shape every endpoint uses."""
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JSONResponse({"error": body}, status_code=status, headers=headers)
+
+
+def validation_response(exc: ValidationError, where: str) -> Response:
+    """422 listing each field problem of ``exc`` (``where``: ``body`` or ``query``)."""
+    details = [{"loc": [where, *err["loc"]], "msg": err["msg"], "type": err["type"]}
+               for err in exc.errors(include_url=False, include_context=False)]
+    fields = ", ".join(".".join(str(p) for p in d["loc"]) for d in details)
+    return error_response(422, "validation_failed", f"invalid request: {fields}", details)
+
+
+def result_json(result: TurnResult) -> dict[str, Any]:
+    """A :class:`TurnResult` as :class:`TurnResponse` data."""
+    return {"session_id": result.session_id, "turn_id": result.turn_id,
+            "status": result.status, "answer": result.answer, "path": list(result.path),
+            "duration_ms": result.duration_ms,
+            "last_seq": result.events[-1].seq if len(result.events) else 0}
+
+
+def sse(event: Event | None = None, *, name: str | None = None, data: Any = None) -> bytes:
+    """One server-sent event: an :data:`Event` (``id`` = its seq, ``event`` = its kind), or a
+    named one with JSON ``data`` (``result``, ``error``)."""
+    if event is not None:
+        payload = to_json(event.__dict__, serialize_unknown=True)
+        return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.kind.encode(), payload)
+    return b"event: %s\ndata: %s\n\n" % ((name or "message").encode(), to_json(data))

@@ -1,0 +1,25 @@
+"""Session stores: where sessions, messages, the event log and checkpoints live.
+
+- :class:`InMemoryStore`: this process only (tests);
+- :class:`SQLiteStore`: one file, the embedded default;
+- :class:`PostgresStore`: PostgreSQL, for real use and scale-out (``postgres`` extra).
+
+All implement :class:`SessionStore`; one conformance suite runs against all three.
+"""
+
+from __future__ import annotations
+
+from .memory import InMemoryStore
+from .protocol import Append, Checkpoint, Effect, Message, SessionRecord, SessionStore
+from .sqlite import SQLiteStore
+
+__all__ = ["Append", "Checkpoint", "Effect", "InMemoryStore", "Message", "PostgresStore",
+           "SQLiteStore", "SessionRecord", "SessionStore"]
+
+
+def __getattr__(name: str) -> object:
+    if name == "PostgresStore":  # psycopg is an extra: imported only when asked for
+        from .postgres import PostgresStore
+
+        return PostgresStore
+    raise AttributeError(name)

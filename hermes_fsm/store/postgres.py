@@ -1,0 +1,384 @@
+"""The session store on PostgreSQL (psycopg 3, async, pooled): for real use and scale-out.
+
+The schema is created and migrated on open (``{schema}.hermes_schema_version``, under an
+advisory lock so processes starting together migrate once).
+
+Appends are group-committed: every step awaits its own append, but the appends waiting
+at the same moment (from any number of sessions) go to PostgreSQL as *one* statement —
+one round trip and one commit for all of them. Each append in it is fenced on its own:
+the session row is updated only where the epoch and the expected seq still match, and
+only the events (messages, checkpoint) of the appends that passed are inserted; the
+others raise :class:`StaleWriter`. The events table is also unique by (session, seq).
+
+An append whose connection drops is retried once on a fresh connection; if the first try
+had committed (the session is already at the batch's last seq under the same epoch), the
+retry recognises it and succeeds.
+
+Requires the ``postgres`` extra: ``pip install 'hermes-fsm[postgres]'``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import from_json, to_json
+
+from ..errors import SessionError, StaleWriter, StoreError
+from .group_commit import GroupCommit
+from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
+
+__all__ = ["PostgresStore"]
+
+_MIGRATIONS = [
+    """
+    CREATE TABLE IF NOT EXISTS {s}.hermes_sessions (
+        session_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, state TEXT NOT NULL,
+        seq BIGINT NOT NULL DEFAULT 0, epoch BIGINT NOT NULL DEFAULT 1,
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        updated_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        archived BOOLEAN NOT NULL DEFAULT false, summary TEXT NOT NULL DEFAULT '');
+    CREATE INDEX IF NOT EXISTS hermes_sessions_user ON {s}.hermes_sessions (user_id, created_at);
+    CREATE TABLE IF NOT EXISTS {s}.hermes_events (
+        session_id TEXT NOT NULL, seq BIGINT NOT NULL, turn_id TEXT NOT NULL,
+        kind TEXT NOT NULL, body JSON NOT NULL, PRIMARY KEY (session_id, seq));
+    CREATE TABLE IF NOT EXISTS {s}.hermes_messages (
+        position BIGSERIAL PRIMARY KEY, message_id TEXT UNIQUE NOT NULL,
+        session_id TEXT NOT NULL, user_id TEXT NOT NULL, role TEXT NOT NULL,
+        content TEXT NOT NULL, tool_calls JSONB, tool_call_id TEXT,
+        created_at TIMESTAMPTZ NOT NULL);
+    CREATE INDEX IF NOT EXISTS hermes_messages_session
+        ON {s}.hermes_messages (session_id, position);
+    CREATE TABLE IF NOT EXISTS {s}.hermes_checkpoints (
+        session_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, state TEXT NOT NULL,
+        data JSONB NOT NULL);
+    CREATE TABLE IF NOT EXISTS {s}.hermes_effects (
+        key TEXT PRIMARY KEY, session_id TEXT NOT NULL, tool TEXT NOT NULL,
+        status TEXT NOT NULL, outcome JSONB, updated_at TIMESTAMPTZ NOT NULL DEFAULT now());
+    """,
+]
+SCHEMA_VERSION = len(_MIGRATIONS)
+
+_APPEND = """
+WITH doc AS (SELECT %s::json AS d),
+input AS (
+  SELECT (x->>0)::int AS n, x->>1 AS session_id, (x->>2)::bigint AS epoch,
+         (x->>3)::bigint AS prev, (x->>4)::bigint AS last, x->>5 AS state
+  FROM doc, json_array_elements(d->'i') AS x),
+fence AS (
+  UPDATE {s}.hermes_sessions AS t SET seq = i.last, state = i.state, updated_at = now()
+  FROM input AS i
+  WHERE t.session_id = i.session_id AND t.epoch = i.epoch AND t.seq = i.prev
+  RETURNING i.n),
+ev AS (
+  INSERT INTO {s}.hermes_events (session_id, seq, turn_id, kind, body)
+  SELECT x->>1, (x->>2)::bigint, x->>3, x->>4, x->5
+  FROM doc, json_array_elements(d->'e') AS x
+  WHERE (x->>0)::int IN (SELECT n FROM fence)),
+msg AS (
+  INSERT INTO {s}.hermes_messages (message_id, session_id, user_id, role, content, tool_calls,
+                                  tool_call_id, created_at)
+  SELECT x->>1, x->>2, x->>3, x->>4, x->>5,
+         CASE WHEN json_typeof(x->6) = 'null' THEN NULL ELSE (x->6)::jsonb END,
+         x->>7, (x->>8)::timestamptz
+  FROM doc, json_array_elements(d->'m') WITH ORDINALITY AS m(x, ord)
+  WHERE (x->>0)::int IN (SELECT n FROM fence) ORDER BY ord),
+ck AS (
+  INSERT INTO {s}.hermes_checkpoints (session_id, seq, state, data)
+  SELECT x->>1, (x->>2)::bigint, x->>3, (x->4)::jsonb
+  FROM doc, json_array_elements(d->'c') AS x
+  WHERE (x->>0)::int IN (SELECT n FROM fence)
+  ON CONFLICT (session_id) DO UPDATE
+    SET seq = excluded.seq, state = excluded.state, data = excluded.data)
+SELECT n FROM fence
+"""
+"""One group commit. Its data travels as one JSON document (``i``: the appends, ``e``:
+events, ``m``: messages, ``c``: checkpoints; ``n`` numbers the appends): one parameter,
+serialized at once, rather than arrays quoted element by element."""
+
+_SESSION_COLUMNS = ("session_id, user_id, state, seq, epoch, created_at, updated_at, archived, "
+                    "summary")
+
+
+class PostgresStore:
+    """The session store in PostgreSQL.
+
+    Args:
+        url: a libpq URL (``postgresql://postgres@127.0.0.1:5432/test``).
+        schema: the schema holding the tables (give each deployment or test its own).
+        pool_size: the most connections kept.
+        max_flushes: how many group commits may be in flight at once.
+        application_name: how the connections show in ``pg_stat_activity``.
+    """
+
+    def __init__(self, url: str, *, schema: str = "hermes", pool_size: int = 8,
+                 max_flushes: int = 2, application_name: str = "hermes-fsm") -> None:
+        if not schema.isidentifier():
+            raise StoreError(f"PostgreSQL schema name {schema!r} must be an identifier "
+                             "(letters, digits, underscores)")
+        self.url, self.schema = url, schema
+        self.name = f"PostgreSQL session store at {_redact(url)} (schema {schema})"
+        self._pool_size = pool_size
+        self.application_name = application_name
+        self._pool: Any = None
+        self._opening: asyncio.Lock | None = None
+        self._s = f'"{schema}"'
+        self._append_sql = _APPEND.format(s=self._s)
+        self._appends: GroupCommit[Append, None] = GroupCommit(
+            self._append_batch, key=lambda b: b.session_id, max_in_flight=max_flushes)
+        self._claims: GroupCommit[tuple[str, str, str], SessionRecord] = GroupCommit(
+            self._claim_batch, key=lambda c: c[0], max_in_flight=max_flushes)
+
+    # --- connections ---------------------------------------------------------------------
+
+    async def open(self) -> None:
+        await self._open()
+
+    async def _open(self) -> Any:
+        if self._pool is not None:
+            return self._pool
+        if self._opening is None:
+            self._opening = asyncio.Lock()
+        async with self._opening:
+            if self._pool is not None:
+                return self._pool
+            try:
+                from psycopg_pool import AsyncConnectionPool
+            except ImportError:  # pragma: no cover - depends on the install
+                raise StoreError("the PostgreSQL session store needs psycopg: "
+                                 "pip install 'hermes-fsm[postgres]'") from None
+            pool = AsyncConnectionPool(self.url, min_size=1, max_size=self._pool_size,
+                                       open=False, check=AsyncConnectionPool.check_connection,
+                                       kwargs={"autocommit": True, "connect_timeout": 5,
+                                               "application_name": self.application_name})
+            try:
+                await pool.open(wait=True, timeout=10)
+                await self._migrate(pool)
+            except Exception as exc:
+                await pool.close()
+                raise StoreError(f"{self.name}: cannot open ({type(exc).__name__}: {exc}); "
+                                 "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
+            self._pool = pool
+            return pool
+
+    async def _migrate(self, pool: Any) -> None:
+        s = self._s
+        async with pool.connection() as conn, conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                               (f"hermes-sessions-migrate:{self.schema}",))
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
+            await conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.hermes_schema_version "
+                               "(version INTEGER NOT NULL)")
+            row = await (await conn.execute(
+                f"SELECT max(version) FROM {s}.hermes_schema_version")).fetchone()
+            version = row[0] or 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(f"{self.name}: schema version {version} is newer than this "
+                                 f"hermes-fsm knows ({SCHEMA_VERSION}); upgrade hermes-fsm")
+            for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
+                await conn.execute(ddl.format(s=s))
+                await conn.execute(f"INSERT INTO {s}.hermes_schema_version VALUES (%s)",
+                                   (number,))
+
+    async def drop_schema(self) -> None:
+        """Drop the schema and everything in it (tests; irreversible)."""
+        pool = await self._open()
+        async with pool.connection() as conn:
+            await conn.execute(f"DROP SCHEMA IF EXISTS {self._s} CASCADE")
+
+    async def close(self) -> None:
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            await pool.close()
+
+    async def _fetch(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]
+                     ) -> list[Any]:
+        pool = await self._open()
+        try:
+            async with pool.connection() as conn:
+                return list(await (await conn.execute(sql, params)).fetchall())
+        except SessionError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); "
+                             "check that PostgreSQL is up, then try again") from exc
+
+    # --- sessions ------------------------------------------------------------------------
+
+    async def claim(self, session_id: str, user_id: str, state: str) -> SessionRecord:
+        return await self._claims.submit((session_id, user_id, state))
+
+    async def _claim_batch(self, claims: list[tuple[str, str, str]]
+                           ) -> list[SessionRecord | BaseException]:
+        """Claims waiting together: one statement (group-committed like appends)."""
+        ordered = sorted(claims)  # rows locked in one order by every process
+        rows = await self._fetch(
+            f"claiming {len(claims)} session(s)",
+            f"INSERT INTO {self._s}.hermes_sessions (session_id, user_id, state) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
+            "ON CONFLICT (session_id) DO UPDATE SET epoch = hermes_sessions.epoch + 1 "
+            "WHERE hermes_sessions.user_id = excluded.user_id "
+            f"RETURNING {_SESSION_COLUMNS}",
+            ([c[0] for c in ordered], [c[1] for c in ordered], [c[2] for c in ordered]))
+        by_id = {r[0]: SessionRecord(*r) for r in rows}
+        return [by_id.get(sid) or SessionError(
+            f"session {sid!r} belongs to another user; use a session id of your own "
+            "(or omit it to get a new one)") for sid, _, _ in claims]
+
+    async def get(self, session_id: str) -> SessionRecord | None:
+        rows = await self._fetch(
+            f"reading session {session_id!r}",
+            f"SELECT {_SESSION_COLUMNS} FROM {self._s}.hermes_sessions WHERE session_id = %s",
+            (session_id,))
+        return SessionRecord(*rows[0]) if rows else None
+
+    async def sessions_of(self, user_id: str) -> list[SessionRecord]:
+        rows = await self._fetch(
+            f"listing the sessions of {user_id!r}",
+            f"SELECT {_SESSION_COLUMNS} FROM {self._s}.hermes_sessions WHERE user_id = %s "
+            "ORDER BY created_at, session_id", (user_id,))
+        return [SessionRecord(*r) for r in rows]
+
+    # --- appends (group-committed) -----------------------------------------------------------
+
+    async def append(self, batch: Append) -> None:
+        await self._appends.submit(batch)
+
+    async def _append_batch(self, batches: list[Append]) -> list[BaseException | None]:
+        retried = False
+        try:
+            passed = await self._write(batches)
+        except Exception as first:  # a dropped connection: once more, on a fresh one
+            retried = True
+            try:
+                passed = await self._write(batches)
+            except Exception as exc:
+                raise StoreError(
+                    f"{self.name}: append failed ({type(exc).__name__}: {exc}; first try: "
+                    f"{type(first).__name__}); the step may or may not be stored — the session "
+                    "stays consistent: resume it (Orchestrator.resume) when the store is back"
+                ) from exc
+        outcomes: list[BaseException | None] = []
+        for n, batch in enumerate(batches):
+            if n in passed:
+                outcomes.append(None)
+                continue
+            error = await self._stale(batch, retried)
+            outcomes.append(None if isinstance(error, _AlreadyWritten) else error)
+        return outcomes
+
+    async def _write(self, batches: list[Append]) -> set[int]:
+        params = _append_params(batches)
+        pool = await self._open()
+        async with pool.connection() as conn:
+            rows = await (await conn.execute(self._append_sql, params)).fetchall()
+        return {r[0] for r in rows}
+
+    async def _stale(self, batch: Append, retried: bool) -> Exception:
+        try:
+            record = await self.get(batch.session_id)
+        except StoreError as exc:
+            return exc
+        sid = batch.session_id
+        if record is None:
+            return StaleWriter(sid, "the session does not exist (claim it first)")
+        if record.epoch != batch.epoch:
+            return StaleWriter(sid, f"epoch {batch.epoch} was superseded by {record.epoch}")
+        if retried and record.seq == batch.last_seq and batch.events:
+            rows = await self._fetch("checking a retried append",
+                                     f"SELECT 1 FROM {self._s}.hermes_events "
+                                     "WHERE session_id = %s AND seq = %s AND turn_id = %s",
+                                     (sid, batch.last_seq, batch.events[-1]["turn_id"]))
+            if rows:  # the first try committed before its connection dropped
+                return _AlreadyWritten()
+        return StaleWriter(sid, f"expected seq {batch.prev_seq} but the log is at {record.seq}")
+
+    # --- reads -------------------------------------------------------------------------------
+
+    async def events_after(self, session_id: str, seq: int = 0) -> list[dict[str, Any]]:
+        rows = await self._fetch(
+            f"reading the events of {session_id!r}",
+            f"SELECT body::text FROM {self._s}.hermes_events WHERE session_id = %s AND seq > %s "
+            "ORDER BY seq", (session_id, seq))
+        return [from_json(r[0]) for r in rows]
+
+    async def messages(self, session_id: str, limit: int | None = None) -> list[Message]:
+        rows = await self._fetch(
+            f"reading the messages of {session_id!r}",
+            "SELECT message_id, session_id, user_id, role, content, created_at, tool_calls, "
+            f"tool_call_id FROM {self._s}.hermes_messages WHERE session_id = %s "
+            "ORDER BY position DESC LIMIT %s", (session_id, limit))
+        return [Message(*r) for r in reversed(rows)]
+
+    async def checkpoint(self, session_id: str) -> Checkpoint | None:
+        rows = await self._fetch(
+            f"reading the checkpoint of {session_id!r}",
+            f"SELECT seq, state, data FROM {self._s}.hermes_checkpoints WHERE session_id = %s",
+            (session_id,))
+        return Checkpoint(session_id, *rows[0]) if rows else None
+
+    async def archive(self, session_id: str, summary: str) -> None:
+        await self._fetch(f"archiving {session_id!r}",
+                          f"UPDATE {self._s}.hermes_sessions SET archived = true, summary = %s "
+                          "WHERE session_id = %s RETURNING 1", (summary, session_id))
+
+    async def idle_sessions(self, before: datetime) -> list[str]:
+        rows = await self._fetch(
+            "listing idle sessions",
+            f"SELECT session_id FROM {self._s}.hermes_sessions WHERE NOT archived "
+            "AND updated_at < %s ORDER BY updated_at", (before,))
+        return [r[0] for r in rows]
+
+    # --- effects journal ---------------------------------------------------------------------
+
+    async def effect_begin(self, key: str, session_id: str, tool: str) -> Effect | None:
+        rows = await self._fetch(
+            f"journalling call {key!r}",
+            f"INSERT INTO {self._s}.hermes_effects (key, session_id, tool, status) "
+            "VALUES (%s, %s, %s, 'started') ON CONFLICT (key) DO NOTHING RETURNING key",
+            (key, session_id, tool))
+        if rows:
+            return None
+        rows = await self._fetch(
+            f"reading call {key!r}",
+            f"SELECT session_id, tool, status, outcome FROM {self._s}.hermes_effects "
+            "WHERE key = %s", (key,))
+        return Effect(key, *rows[0])
+
+    async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
+        await self._fetch(
+            f"journalling the outcome of call {key!r}",
+            f"UPDATE {self._s}.hermes_effects SET status = 'finished', outcome = %s::jsonb, "
+            "updated_at = now() WHERE key = %s RETURNING 1",
+            (to_json(outcome, serialize_unknown=True).decode(), key))
+
+
+class _AlreadyWritten(Exception):
+    """Not an error: the retried append had been committed by its first try."""
+
+
+def _append_params(batches: list[Append]) -> tuple[str]:
+    """The JSON document of one group-committed append statement (see ``_APPEND``)."""
+    appends, events, messages, checkpoints = [], [], [], []
+    for n, b in enumerate(batches):
+        sid = b.session_id
+        appends.append((n, sid, b.epoch, b.prev_seq, b.last_seq, b.state))
+        events.extend((n, sid, e["seq"], e["turn_id"], e["kind"], e) for e in b.events)
+        messages.extend((n, m.message_id, sid, m.user_id, m.role, m.content, m.tool_calls,
+                         m.tool_call_id, m.created_at) for m in b.messages)
+        if b.checkpoint is not None:
+            c = b.checkpoint
+            checkpoints.append((n, sid, c.seq, c.state, c.data))
+    doc = {"i": appends, "e": events, "m": messages, "c": checkpoints}
+    return (to_json(doc, serialize_unknown=True).decode(),)
+
+
+def _redact(url: str) -> str:
+    """The URL without its password."""
+    if "@" in url and "://" in url:
+        scheme, rest = url.split("://", 1)
+        creds, host = rest.rsplit("@", 1)
+        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
+    return url

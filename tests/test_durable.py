@@ -1,0 +1,253 @@
+"""Durable sessions in one process: per-step appends, resume, effects journal, fencing, busy.
+
+Process death is simulated by cancelling a turn stuck in a state and starting a fresh
+orchestrator on the same store (the crash test does it with real processes and SIGKILL).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from hermes_fsm import Orchestrator, SessionBusy, StaleWriter, UsageError
+from hermes_fsm.lease import LocalLease
+from hermes_fsm.store import InMemoryStore, SQLiteStore
+from hermes_fsm.testing import HANG, ScriptedBrain
+from hermes_fsm.tools import ToolRegistry
+from tests.support import INTENT_TOOLS, MEMORY_NONE, PLAN_EMPTY, graph_with, happy_script
+
+SEVEN = ["IDLE", "INTENT", "PLANNING", "EXECUTION", "RESULT", "RESPONSE", "MEMORY_COMMIT", "IDLE"]
+
+
+class StoreWatchingBrain(ScriptedBrain):
+    """A scripted brain that notes, at each call, what the store holds for the session."""
+
+    def __init__(self, store: Any, script: dict[str, list[Any]]) -> None:
+        super().__init__(script)
+        self.store = store
+        self.seen: list[tuple[str, str, int]] = []
+
+    async def decide(self, request: Any) -> Any:
+        record = await self.store.get("s1")
+        self.seen.append((request.state, record.state, record.seq))
+        return await super().decide(request)
+
+
+def counting_tools(log: list[str], gate: asyncio.Event | None = None,
+                   idempotent: bool = False) -> ToolRegistry:
+    """``transfer`` (a write tool, counted per real execution) and ``lookup`` (read)."""
+    registry = ToolRegistry()
+
+    @registry.tool(side_effects="write", description="Move money.", timeout_s=30)
+    async def transfer(amount: int) -> dict[str, Any]:
+        log.append(f"transfer {amount}")
+        if gate is not None:
+            await gate.wait()
+        return {"moved": amount}
+
+    @registry.tool(description="Read a balance.")
+    def lookup(account: str) -> dict[str, Any]:
+        log.append(f"lookup {account}")
+        return {"balance": 10}
+
+    if idempotent:
+        tool = registry.get("transfer")
+        tool.contract = tool.contract.model_copy(update={"idempotent": True})
+    return registry
+
+
+def plan(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"tool_calls": [{"tool_name": n, "arguments": a, "reasoning_trace": "x"}
+                           for n, a in calls]}
+
+
+def tool_script(*calls: tuple[str, dict[str, Any]], response: Any = None) -> dict[str, list]:
+    return happy_script(plan=[plan(*calls), PLAN_EMPTY],
+                        response=[response or {"text": "done", "evidence": []}])
+
+
+async def stuck_turn(orchestrator: Orchestrator, text: str = "move it") -> None:
+    """Start a turn, let it get stuck (a HANG or a gate), then kill it as a crash would."""
+    task = asyncio.create_task(orchestrator.run_turn("s1", text, user_id="u1"))
+    await asyncio.sleep(0.05)
+    assert not task.done(), "the turn was meant to get stuck"
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def store(request: Any, tmp_path: Any) -> Any:
+    return InMemoryStore() if request.param == "memory" else SQLiteStore(tmp_path / "s.db")
+
+
+async def test_the_default_orchestrator_keeps_sessions_in_process():
+    orchestrator = Orchestrator()
+    assert orchestrator.store is None
+    with pytest.raises(UsageError, match="store"):
+        await orchestrator.resume("s1")
+
+
+async def test_each_step_is_stored_before_the_next_state_starts(store):
+    brain = StoreWatchingBrain(store, happy_script())
+    result = await Orchestrator(graph_with(), brain=brain, store=store).run_turn(
+        "s1", "how many?", user_id="u1")
+    assert result.path == SEVEN
+    # when each brain state runs, the store already holds the step that entered it
+    assert [(state, stored) for state, stored, _ in brain.seen] == [
+        ("INTENT", "INTENT"), ("PLANNING", "PLANNING"), ("RESPONSE", "RESPONSE"),
+        ("MEMORY_COMMIT", "MEMORY_COMMIT")]
+    stored = await store.events_after("s1")
+    assert [e["seq"] for e in stored] == list(range(1, len(result.events) + 1))
+    assert [e["kind"] for e in stored] == [e.kind for e in result.events]
+
+
+async def test_a_finished_turn_stores_its_messages_and_a_checkpoint(store):
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    result = await orchestrator.run_turn("s1", "how many?", user_id="u1")
+    messages = await store.messages("s1")
+    assert [(m.role, m.content) for m in messages] == [("user", "how many?"),
+                                                       ("assistant", result.answer)]
+    checkpoint = await store.checkpoint("s1")
+    assert checkpoint.seq == len(result.events) and checkpoint.state == "IDLE"
+    assert checkpoint.data["history"][-1] == {"role": "assistant", "content": result.answer}
+
+
+async def test_another_orchestrator_picks_the_session_up_with_its_history(store):
+    first = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    await first.run_turn("s1", "how many?", user_id="u1")
+    brain = ScriptedBrain(happy_script())
+    second = Orchestrator(graph_with(), brain=brain, store=store)
+    result = await second.run_turn("s1", "and now?", user_id="u1")
+    assert brain.requests[0].history[0] == {"role": "user", "content": "how many?"}
+    assert result.events[0].seq == (await store.checkpoint("s1")).seq - len(result.events) + 1
+
+
+async def test_resume_finishes_an_interrupted_turn_from_its_last_stored_step(store):
+    script = happy_script(response=[HANG])
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store))
+    assert (await store.get("s1")).state == "RESPONSE"
+    brain = ScriptedBrain(happy_script())
+    result = await Orchestrator(graph_with(), brain=brain, store=store).resume("s1")
+    assert result is not None and result.status == "completed"
+    assert result.path == SEVEN  # the whole turn's path, rebuilt from its events
+    assert [r.state for r in brain.requests] == ["RESPONSE", "MEMORY_COMMIT"]
+    assert "342" in result.answer  # the facts of the earlier states were rebuilt
+    stored = await store.events_after("s1")
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert [e["kind"] for e in stored].count("turn_finished") == 1
+
+
+async def test_resume_of_a_session_without_an_unfinished_turn_returns_none(store):
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    await orchestrator.run_turn("s1", "how many?", user_id="u1")
+    assert await orchestrator.resume("s1") is None
+
+
+async def test_a_new_turn_on_an_interrupted_session_finishes_the_old_turn_first(store):
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(
+        happy_script(response=[HANG])), store=store), "first")
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    result = await orchestrator.run_turn("s1", "second", user_id="u1")
+    stored = await store.events_after("s1")
+    started = [e["text"] for e in stored if e["kind"] == "turn_started"]
+    finished = [e["turn_id"] for e in stored if e["kind"] == "turn_finished"]
+    assert started == ["first", "second"] and len(finished) == 2
+    assert finished[-1] == result.turn_id
+    assert [m.content for m in await store.messages("s1")][0::2] == ["first", "second"]
+
+
+async def test_a_call_that_finished_before_a_crash_is_not_made_again(store):
+    log: list[str] = []
+    gate = asyncio.Event()  # transfer never finishes in the first process
+    script = tool_script(("lookup", {"account": "a"}), ("transfer", {"amount": 5}))
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
+                                  tools=counting_tools(log, gate)))
+    assert sorted(log) == ["lookup a", "transfer 5"]
+    gate.set()
+    result = await Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
+                                tools=counting_tools(log)).resume("s1")
+    assert sorted(log) == ["lookup a", "transfer 5"]  # nothing made twice
+    finished = {e.tool: e for e in result.events if e.kind == "tool_call_finished"}
+    assert finished["lookup"].ok and finished["lookup"].attempts == 0  # reused
+    assert finished["transfer"].error["error_code"] == "OUTCOME_UNKNOWN"
+
+
+async def test_an_idempotent_call_of_unknown_outcome_is_made_again(store):
+    log: list[str] = []
+    script = tool_script(("transfer", {"amount": 5}))
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
+                                  tools=counting_tools(log, asyncio.Event(), idempotent=True)))
+    result = await Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
+                                tools=counting_tools(log, idempotent=True)).resume("s1")
+    assert log == ["transfer 5", "transfer 5"]
+    finished = [e for e in result.events if e.kind == "tool_call_finished"]
+    assert finished[0].ok and finished[0].output == {"moved": 5}
+
+
+async def test_an_append_after_another_process_took_the_session_is_refused(store):
+    release = asyncio.Event()
+
+    async def slow_response(request: Any) -> Any:
+        return {"text": "late", "evidence": []}
+
+    class GatedBrain(ScriptedBrain):
+        async def decide(self, request: Any) -> Any:
+            if request.state == "RESPONSE":
+                await release.wait()
+            return await super().decide(request)
+
+    first = Orchestrator(graph_with(), brain=GatedBrain(happy_script()), store=store)
+    task = asyncio.create_task(first.run_turn("s1", "first", user_id="u1"))
+    await asyncio.sleep(0.05)
+    # another process (its own lease: it cannot see the first one's) takes the session
+    second = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    await second.run_turn("s1", "second", user_id="u1")
+    release.set()
+    with pytest.raises(StaleWriter, match="append refused"):
+        await task
+    stored = await store.events_after("s1")
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+    assert len({e["turn_id"] for e in stored if e["kind"] == "turn_finished"}) == 2
+
+
+async def test_a_turn_on_a_busy_session_is_refused(store):
+    lease = LocalLease()
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(
+        happy_script(intent=[HANG])), store=store, lease=lease)
+    task = asyncio.create_task(orchestrator.run_turn("s1", "first", user_id="u1"))
+    await asyncio.sleep(0.02)
+    with pytest.raises(SessionBusy):
+        await orchestrator.run_turn("s1", "second", user_id="u1")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_a_queued_turn_waits_for_the_running_one(store):
+    brain = ScriptedBrain(happy_script(intent=[INTENT_TOOLS]), delay_s=0.005)
+    orchestrator = Orchestrator(graph_with(), brain=brain, store=store, busy_policy="queue")
+    first, second = await asyncio.gather(
+        orchestrator.run_turn("s1", "first", user_id="u1"),
+        orchestrator.run_turn("s1", "second", user_id="u1"))
+    assert first.status == second.status == "completed"
+    stored = await store.events_after("s1")
+    turns = [e["turn_id"] for e in stored]
+    assert turns == sorted(turns, key=turns.index)  # one turn's events, then the other's
+    assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+
+
+async def test_a_lease_needs_a_store():
+    with pytest.raises(UsageError, match="store="):
+        Orchestrator(lease=LocalLease())
+
+
+async def test_memory_commit_is_rerun_on_resume_without_duplicating_writes(store):
+    script = happy_script(memory_commit=[HANG])
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store))
+    done = ScriptedBrain(happy_script(memory_commit=[MEMORY_NONE]))
+    result = await Orchestrator(graph_with(), brain=done, store=store).resume("s1")
+    assert [r.state for r in done.requests] == ["MEMORY_COMMIT"]
+    assert result.path[-2:] == ["MEMORY_COMMIT", "IDLE"]

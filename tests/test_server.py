@@ -1,0 +1,389 @@
+"""The ASGI app served by uvicorn on 127.0.0.1, driven by a real HTTP client (httpx)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+from hermes_fsm import Orchestrator
+from hermes_fsm.brain import BrainRequest
+from hermes_fsm.rules_brain import RulesBrain
+from hermes_fsm.server import create_app
+from tests.http_support import read_sse, served
+
+TOKENS = {"alice-token": "alice", "bob-token": "bob"}
+ALICE = {"Authorization": "Bearer alice-token"}
+BOB = {"Authorization": "Bearer bob-token"}
+STREAM = {**ALICE, "Accept": "text/event-stream"}
+QUESTION = "How many A1001 are left in the east warehouse?"
+
+
+class GatedBrain:
+    """The rules brain, holding at one state until ``gate`` is set (``waiting`` says it is)."""
+
+    name = "gated-rules"
+
+    def __init__(self, state: str = "RESPONSE") -> None:
+        self.inner = RulesBrain()
+        self.state = state
+        self.gate = asyncio.Event()
+        self.waiting = asyncio.Event()
+
+    async def decide(self, request: BrainRequest) -> Any:
+        if request.state == self.state:
+            self.waiting.set()
+            await self.gate.wait()
+        return await self.inner.decide(request)
+
+
+@pytest.fixture
+async def orchestrator() -> Orchestrator:
+    return Orchestrator()
+
+
+@pytest.fixture
+async def client(orchestrator: Orchestrator) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(orchestrator, tokens=TOKENS)
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        yield http
+
+
+async def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
+    async with asyncio.timeout(timeout_s):
+        while not predicate():
+            await asyncio.sleep(0.01)
+
+
+# --- turns --------------------------------------------------------------------------------
+
+
+async def test_a_json_turn_returns_the_result(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    assert response.status_code == 200
+    body = response.json()
+    assert body["session_id"] == "s1" and body["status"] == "completed"
+    assert "342" in body["answer"]
+    assert body["path"][0] == body["path"][-1] == "IDLE"
+
+
+async def test_a_streamed_turn_sends_its_events_in_order_and_ends_with_the_result(
+        client: httpx.AsyncClient) -> None:
+    async with client.stream("POST", "/v1/sessions/s1/turns", json={"text": QUESTION},
+                             headers=STREAM) as response:
+        assert response.headers["content-type"].startswith("text/event-stream")
+        received = [e async for e in read_sse(response)]
+
+    events, result = received[:-1], received[-1]
+    assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+    assert [e["event"] for e in events] == [e["data"]["kind"] for e in events]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "turn_started" and kinds[-1] == "turn_finished"
+    assert {"state_entered", "tool_call_started", "tool_call_finished"} <= set(kinds)
+    assert result["event"] == "result"
+    assert result["data"]["status"] == "completed" and "342" in result["data"]["answer"]
+    assert result["data"]["last_seq"] == len(events)
+
+
+async def test_a_second_turn_on_a_busy_session_is_refused_with_409(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    brain = orchestrator.services.brain = GatedBrain()
+    first = asyncio.create_task(client.post("/v1/sessions/s1/turns", json={"text": QUESTION},
+                                            headers=ALICE))
+    await asyncio.wait_for(brain.waiting.wait(), 10)
+
+    second = await client.post("/v1/sessions/s1/turns", json={"text": "hi"}, headers=ALICE)
+    brain.gate.set()
+
+    assert second.status_code == 409
+    assert second.json()["error"]["code"] == "session_busy"
+    assert (await first).json()["status"] == "completed"
+
+
+async def test_a_streamed_turn_on_a_busy_session_is_refused_with_409(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    brain = orchestrator.services.brain = GatedBrain()
+    first = asyncio.create_task(client.post("/v1/sessions/s1/turns", json={"text": QUESTION},
+                                            headers=ALICE))
+    await asyncio.wait_for(brain.waiting.wait(), 10)
+
+    second = await client.post("/v1/sessions/s1/turns", json={"text": "hi"}, headers=STREAM)
+    brain.gate.set()
+
+    assert second.status_code == 409
+    assert (await first).status_code == 200
+
+
+async def test_a_client_that_disconnects_mid_stream_leaves_a_complete_turn_in_the_log(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    brain = orchestrator.services.brain = GatedBrain()
+    async with client.stream("POST", "/v1/sessions/s1/turns", json={"text": QUESTION},
+                             headers=STREAM) as response:
+        first = [e async for e in read_sse(response, limit=3)]
+    # the stream is closed while the turn waits in RESPONSE
+    running = _hub(orchestrator).running["s1"]
+    await wait_for(lambda: not running._subscribers)
+    assert not running.finished
+    brain.gate.set()
+    await wait_for(lambda: "s1" not in _hub(orchestrator).running)
+
+    logged = (await client.get("/v1/sessions/s1/events", headers=ALICE)).json()["events"]
+    assert [e["event"] for e in first] == [e["kind"] for e in logged[:3]]
+    assert logged[0]["kind"] == "turn_started" and logged[-1]["kind"] == "turn_finished"
+    assert logged[-1]["status"] == "completed"
+    assert [e["seq"] for e in logged] == list(range(1, len(logged) + 1))
+    assert orchestrator.sessions()["s1"].state == "IDLE"
+
+
+def _hub(orchestrator: Orchestrator) -> Any:
+    return next(s for s in orchestrator.services.sinks if type(s).__name__ == "TurnHub")
+
+
+# --- reading events -------------------------------------------------------------------------
+
+
+async def test_events_after_a_sequence_number_resume_the_log(client: httpx.AsyncClient) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+    everything = (await client.get("/v1/sessions/s1/events", headers=ALICE)).json()["events"]
+
+    rest = (await client.get("/v1/sessions/s1/events", params={"after": 5},
+                             headers=ALICE)).json()["events"]
+
+    assert rest == everything[5:]
+    assert rest[0]["seq"] == 6
+
+
+async def test_a_resumed_stream_joins_a_running_turn_without_gaps_or_repeats(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    brain = orchestrator.services.brain = GatedBrain()
+    async with client.stream("POST", "/v1/sessions/s1/turns", json={"text": QUESTION},
+                             headers=STREAM) as response:
+        first = [e async for e in read_sse(response, limit=4)]
+    last = int(first[-1]["id"])
+
+    async with client.stream("GET", "/v1/sessions/s1/events", params={"after": last},
+                             headers=STREAM) as response:
+        await asyncio.wait_for(brain.waiting.wait(), 10)
+        brain.gate.set()
+        resumed = [e async for e in read_sse(response)]
+
+    seqs = [int(e["id"]) for e in first] + [int(e["id"]) for e in resumed[:-1]]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert resumed[-2]["event"] == "turn_finished"
+    assert resumed[-1]["event"] == "result" and resumed[-1]["data"]["status"] == "completed"
+
+
+async def test_a_resumed_stream_of_an_idle_session_sends_the_log_and_ends(
+        client: httpx.AsyncClient) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    async with client.stream("GET", "/v1/sessions/s1/events",
+                             headers={**STREAM, "Last-Event-ID": "3"}) as response:
+        resumed = [e async for e in read_sse(response)]
+
+    assert int(resumed[0]["id"]) == 4
+    assert resumed[-1]["event"] == "turn_finished"
+
+
+async def test_the_recording_of_a_session_is_jsonl_with_a_header(
+        client: httpx.AsyncClient) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    response = await client.get("/v1/sessions/s1/recording", headers=ALICE)
+
+    lines = response.text.splitlines()
+    assert response.status_code == 200
+    assert '"format":"hermes-fsm/recording"' in lines[0].replace(" ", "")
+    assert '"kind":"turn_started"' in lines[1].replace(" ", "")
+
+
+@pytest.mark.parametrize(("fmt", "needle"), [("mermaid", "flowchart"), ("svg", "<svg"),
+                                             ("html", "<html"), ("dot", "digraph")])
+async def test_the_graph_is_served_in_each_format(client: httpx.AsyncClient, fmt: str,
+                                                  needle: str) -> None:
+    response = await client.get("/v1/graph", params={"format": fmt}, headers=ALICE)
+
+    assert response.status_code == 200
+    assert needle in response.text
+
+
+# --- authentication -------------------------------------------------------------------------
+
+
+async def test_a_request_without_a_token_is_refused_with_401(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/sessions/s1/turns", json={"text": QUESTION})
+
+    assert response.status_code == 401
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert response.json()["error"]["code"] == "unauthenticated"
+
+
+async def test_a_request_with_a_wrong_token_is_refused_with_401(
+        client: httpx.AsyncClient) -> None:
+    response = await client.get("/v1/graph", headers={"Authorization": "Bearer nope"})
+
+    assert response.status_code == 401
+
+
+async def test_a_user_cannot_run_a_turn_on_another_users_session(
+        client: httpx.AsyncClient) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    response = await client.post("/v1/sessions/s1/turns", json={"text": "hi"}, headers=BOB)
+
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "forbidden"
+
+
+@pytest.mark.parametrize("what", ["events", "recording"])
+async def test_a_user_cannot_read_another_users_session(client: httpx.AsyncClient,
+                                                        what: str) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    response = await client.get(f"/v1/sessions/s1/{what}", headers=BOB)
+
+    assert response.status_code == 403
+
+
+async def test_a_body_user_id_other_than_the_tokens_user_is_refused(
+        client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/sessions/s1/turns",
+                                 json={"text": QUESTION, "user_id": "bob"}, headers=ALICE)
+
+    assert response.status_code == 403
+
+
+# --- validation and unknown sessions ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({}, "text"),
+    ({"text": "   "}, "text"),
+    ({"text": 42}, "text"),
+    ({"text": "hi", "colour": "red"}, "colour"),
+])
+async def test_an_invalid_turn_body_is_refused_with_422_naming_the_field(
+        client: httpx.AsyncClient, body: dict[str, Any], field: str) -> None:
+    response = await client.post("/v1/sessions/s1/turns", json=body, headers=ALICE)
+
+    assert response.status_code == 422
+    details = response.json()["error"]["details"]
+    assert ["body", field] in [d["loc"] for d in details]
+
+
+async def test_a_body_that_is_not_json_is_refused_with_422(client: httpx.AsyncClient) -> None:
+    response = await client.post("/v1/sessions/s1/turns", content=b"text=hi", headers=ALICE)
+
+    assert response.status_code == 422
+    assert response.json()["error"]["details"][0]["type"] == "json_invalid"
+
+
+@pytest.mark.parametrize(("path", "params", "loc"), [
+    ("/v1/sessions/s1/events", {"after": "x"}, ["query", "after"]),
+    ("/v1/sessions/s1/events", {"after": "-1"}, ["query", "after"]),
+    ("/v1/graph", {"format": "png"}, ["query", "format"]),
+    ("/v1/sessions/bad%20id!/events", {}, ["path", "session_id"]),
+])
+async def test_invalid_query_and_path_values_are_refused_with_422(
+        client: httpx.AsyncClient, path: str, params: dict[str, str], loc: list[str]) -> None:
+    await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
+
+    response = await client.get(path, params=params, headers=ALICE)
+
+    assert response.status_code == 422
+    assert response.json()["error"]["details"][0]["loc"] == loc
+
+
+@pytest.mark.parametrize("what", ["events", "recording"])
+async def test_an_unknown_session_is_404(client: httpx.AsyncClient, what: str) -> None:
+    response = await client.get(f"/v1/sessions/nobody/{what}", headers=ALICE)
+
+    assert response.status_code == 404
+    assert response.json()["error"]["code"] == "session_not_found"
+
+
+# --- service endpoints ------------------------------------------------------------------------
+
+
+async def test_healthz_answers_without_a_token(client: httpx.AsyncClient) -> None:
+    response = await client.get("/healthz")
+
+    assert response.status_code == 200 and response.text == "ok"
+
+
+async def test_readyz_reports_each_backend(client: httpx.AsyncClient) -> None:
+    response = await client.get("/readyz")
+
+    body = response.json()
+    assert response.status_code == 200 and body["ready"] is True
+    assert body["checks"]["brain"] == {"ready": True, "brain": "rules"}
+    assert body["checks"]["memory"]["ready"] is True
+
+
+async def test_readyz_is_503_with_the_reason_when_a_backend_fails(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    class DownBrain(RulesBrain):
+        async def check(self) -> dict[str, Any]:
+            raise ConnectionError("connection refused")
+
+    orchestrator.services.brain = DownBrain()
+    response = await client.get("/readyz")
+
+    assert response.status_code == 503
+    assert "connection refused" in response.json()["checks"]["brain"]["error"]
+
+
+async def test_the_openapi_document_describes_every_endpoint(client: httpx.AsyncClient) -> None:
+    doc = (await client.get("/openapi.json")).json()
+
+    assert doc["openapi"].startswith("3.1")
+    assert set(doc["paths"]) == {"/v1/sessions/{session_id}/turns",
+                                 "/v1/sessions/{session_id}/events",
+                                 "/v1/sessions/{session_id}/recording", "/v1/graph",
+                                 "/healthz", "/readyz"}
+    assert "TurnRequest" in doc["components"]["schemas"]
+    assert "Event" in doc["components"]["schemas"]
+
+
+async def test_without_tokens_the_user_comes_from_the_body() -> None:
+    orchestrator = Orchestrator()
+    async with served(create_app(orchestrator)) as url, httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/sessions/s1/turns",
+                                   json={"text": QUESTION, "user_id": "carol"})
+
+    assert response.status_code == 200
+    assert orchestrator.sessions()["s1"].user_id == "carol"
+
+
+# --- many sessions ------------------------------------------------------------------------------
+
+
+async def test_a_hundred_concurrent_streamed_turns_on_a_hundred_sessions_stay_separate(
+        orchestrator: Orchestrator) -> None:
+    tokens = {f"token-{i}": f"user-{i}" for i in range(100)}
+    app = create_app(orchestrator, tokens=tokens)
+    limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
+
+    async def turn(http: httpx.AsyncClient, i: int) -> list[dict[str, Any]]:
+        headers = {"Authorization": f"Bearer token-{i}", "Accept": "text/event-stream"}
+        async with http.stream("POST", f"/v1/sessions/session-{i}/turns",
+                               json={"text": QUESTION}, headers=headers) as response:
+            assert response.status_code == 200
+            return [e async for e in read_sse(response)]
+
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=60,
+                                                     limits=limits) as http:
+        streams = await asyncio.gather(*(turn(http, i) for i in range(100)))
+
+    for i, received in enumerate(streams):
+        *events, result = received
+        assert result["event"] == "result" and result["data"]["status"] == "completed"
+        assert {e["data"]["session_id"] for e in events} == {f"session-{i}"}
+        assert [int(e["id"]) for e in events] == list(range(1, len(events) + 1))
+        session = orchestrator.sessions()[f"session-{i}"]
+        assert session.state == "IDLE" and session.user_id == f"user-{i}"
+        assert [e.seq for e in session.events] == [int(e["id"]) for e in events]
