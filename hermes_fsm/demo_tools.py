@@ -73,9 +73,10 @@ def build_demo_registry() -> ToolRegistry:
         reminders.append(reminder)
         return dict(reminder)
 
-    @registry.tool(
-        description="List the reminders created so far. Use it when asked about reminders.")
+    @registry.tool(description=(
+        "List the most recent reminders (at most 10) and how many there are in all. "
+        "Use it when asked about reminders."))
     def list_reminders() -> dict[str, Any]:
-        return {"reminders": [dict(r) for r in reminders]}
+        return {"reminders": [dict(r) for r in reminders[-10:]], "total": len(reminders)}
 
     return registry
