@@ -14,6 +14,7 @@ committed files make every contract change visible in review, and:
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -74,16 +75,28 @@ def export_contracts(registry: ContractRegistry, directory: str | Path,
         ContractCheckFailed: a change needs a bigger version bump (unless ``force``).
     """
     directory = Path(directory)
+    return _write_changed(
+        ((directory / f"{name}.json", dump_schema(contract),
+          lambda path, contract=contract: _bump_problem(contract, path))
+         for name, contract in sorted(_latest(registry).items())),
+        directory, force)
+
+
+def _write_changed(files: Iterable[tuple[Path, str, Callable[[Path], str | None]]],
+                   directory: Path, force: bool) -> list[Path]:
+    """Write each ``(path, text, needed_bump)`` whose text changed; all or nothing.
+
+    ``needed_bump(path)`` says why the change needs a bigger version bump (or ``None``);
+    any such problem stops every write unless ``force``.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     pending: list[tuple[Path, str]] = []
     problems: list[str] = []
-    for name, contract in sorted(_latest(registry).items()):
-        path = directory / f"{name}.json"
-        text = dump_schema(contract)
+    for path, text, needed_bump in files:
         if path.exists():
             if path.read_text(encoding="utf-8") == text:
                 continue
-            problem = _bump_problem(contract, path)
+            problem = needed_bump(path)
             if problem and not force:
                 problems.append(problem)
                 continue
@@ -150,28 +163,11 @@ def export_tool_contracts(registry: Any, directory: str | Path,
     from .tool_contracts import dump_tool_contract, load_tool_contract
 
     directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    pending: list[tuple[Path, str]] = []
-    problems: list[str] = []
-    for tool in registry.tools():
-        if tool.source != "local":
-            continue
-        path = directory / f"{tool.name}.yaml"
-        text = dump_tool_contract(tool.contract)
-        if path.exists():
-            if path.read_text(encoding="utf-8") == text:
-                continue
-            problem = _tool_bump_problem(load_tool_contract(path), tool.contract)
-            if problem and not force:
-                problems.append(problem)
-                continue
-        pending.append((path, text))
-    if problems:
-        raise ContractCheckFailed([*problems, "nothing was written; bump the versions "
-                                   "(or pass --force to export anyway)"])
-    for path, text in pending:
-        path.write_text(text, encoding="utf-8")
-    return [path for path, _ in pending]
+    return _write_changed(
+        ((directory / f"{tool.name}.yaml", dump_tool_contract(tool.contract),
+          lambda path, tool=tool: _tool_bump_problem(load_tool_contract(path), tool.contract))
+         for tool in registry.tools() if tool.source == "local"),
+        directory, force)
 
 
 def check_tool_contracts(registry: Any, directory: str | Path) -> int:
