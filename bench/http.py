@@ -17,6 +17,7 @@ Prints turns/s, p50 and p99 latency per mode, and the HTTP p50 minus the in-proc
 (the target: ≤ 1 ms). No assertions: it prints figures.
 """
 
+
 from __future__ import annotations
 
 import sys
@@ -34,6 +35,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -63,21 +65,12 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-async def _sequential(turns: int, run: Callable[[int], Awaitable[None]]) -> list[float]:
-    for i in range(min(200, turns)):  # warm-up
-        await run(i)
-    latencies = []
-    for i in range(turns):
-        started = time.perf_counter()
-        await run(i)
-        latencies.append((time.perf_counter() - started) * 1000.0)
-    return latencies
+Run = Callable[[int], Awaitable[None]]
 
 
-async def _concurrent(turns: int, concurrency: int, sessions: int,
-                      run: Callable[[int], Awaitable[None]]) -> float:
+async def _concurrent(turns: int, concurrency: int, sessions: int, run: Run) -> float:
     """Turns/s with ``concurrency`` turns in flight (each worker keeps its own sessions)."""
-    per_worker = turns // concurrency
+    per_worker = max(1, turns // concurrency)
 
     async def worker(w: int) -> None:
         for k in range(per_worker):
@@ -89,49 +82,70 @@ async def _concurrent(turns: int, concurrency: int, sessions: int,
 
 
 def _row(name: str, latencies: list[float], rate: float) -> str:
-    return (f"| {name:<22} | {1000.0 / statistics.mean(latencies):>9,.0f} | {rate:>13,.0f} | "
+    return (f"| {name:<10} | {1000.0 / statistics.mean(latencies):>9,.0f} | {rate:>13,.0f} | "
             f"{_percentile(latencies, 0.5):>8.3f} | {_percentile(latencies, 0.99):>8.3f} |")
 
 
-async def in_process(args: argparse.Namespace) -> tuple[list[float], float]:
-    orchestrator = _orchestrator()
+def _in_process(args: argparse.Namespace) -> Run:
+    orchestrator: Any = _orchestrator()
 
     async def run(i: int) -> None:
-        await orchestrator.run_turn(f"s{i % args.sessions}", QUESTION,  # type: ignore[attr-defined]
-                                    user_id="bench-user")
+        await orchestrator.run_turn(f"s{i % args.sessions}", QUESTION, user_id="bench-user")
 
-    latencies = await _sequential(args.turns, run)
-    return latencies, await _concurrent(args.turns, args.concurrency, args.sessions, run)
+    return run
 
 
-async def over_http(args: argparse.Namespace, url: str,
-                    stream: bool) -> tuple[list[float], float]:
+def _over_http(http: Any, args: argparse.Namespace, stream: bool) -> Run:
+    prefix = "sse" if stream else "json"
+    headers = {"Accept": "text/event-stream"} if stream else {}
+
+    async def run(i: int) -> None:
+        path = f"/v1/sessions/{prefix}{i % args.sessions}/turns"
+        if stream:
+            async with http.stream("POST", path, json={"text": QUESTION},
+                                   headers=headers) as response:
+                body = b"".join([chunk async for chunk in response.aiter_bytes()])
+            if response.status_code != 200 or b"event: result" not in body:
+                raise RuntimeError(f"turn failed: HTTP {response.status_code}")
+        else:
+            response = await http.post(path, json={"text": QUESTION})
+            if response.status_code != 200:
+                raise RuntimeError(f"turn failed: HTTP {response.status_code}: "
+                                   f"{response.text[:200]}")
+
+    return run
+
+
+async def measure(args: argparse.Namespace, url: str) -> dict[str, tuple[list[float], float]]:
+    """Latencies and concurrent rates per mode.
+
+    Modes are interleaved turn by turn (in-process, JSON, in-process, SSE), so the
+    in-process orchestrator and the server's one have run the same number of turns at every
+    point: embedded memory grows with every turn, and its cost must weigh the same on both.
+    """
     import httpx
 
-    headers = {"Authorization": f"Bearer {TOKEN}"}
-    if stream:
-        headers["Accept"] = "text/event-stream"
     limits = httpx.Limits(max_connections=args.concurrency,
                           max_keepalive_connections=args.concurrency)
-    prefix = "sse" if stream else "json"
-    async with httpx.AsyncClient(base_url=url, headers=headers, limits=limits,
-                                 timeout=60) as http:
-
-        async def run(i: int) -> None:
-            path = f"/v1/sessions/{prefix}{i % args.sessions}/turns"
-            if stream:
-                async with http.stream("POST", path, json={"text": QUESTION}) as response:
-                    body = b"".join([chunk async for chunk in response.aiter_bytes()])
-                if response.status_code != 200 or b"event: result" not in body:
-                    raise RuntimeError(f"turn failed: HTTP {response.status_code}")
-            else:
-                response = await http.post(path, json={"text": QUESTION})
-                if response.status_code != 200:
-                    raise RuntimeError(f"turn failed: HTTP {response.status_code}: "
-                                       f"{response.text[:200]}")
-
-        latencies = await _sequential(args.turns, run)
-        return latencies, await _concurrent(args.turns, args.concurrency, args.sessions, run)
+    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60,
+                                 headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        local = _in_process(args)
+        order = [("in-process", local), ("HTTP JSON", _over_http(http, args, False)),
+                 ("in-process", local), ("HTTP SSE", _over_http(http, args, True))]
+        for i in range(args.warmup):
+            for _, run in order:
+                await run(i)
+        latencies: dict[str, list[float]] = {name: [] for name, _ in order}
+        for i in range(args.turns):
+            for name, run in order:
+                started = time.perf_counter()
+                await run(i)
+                latencies[name].append((time.perf_counter() - started) * 1000.0)
+        rates: dict[str, list[float]] = {name: [] for name, _ in order}
+        for name, run in order:
+            rates[name].append(await _concurrent(args.turns, args.concurrency, args.sessions,
+                                                 run))
+    return {name: (latencies[name], statistics.mean(rates[name])) for name in latencies}
 
 
 def _free_port() -> int:
@@ -161,9 +175,7 @@ async def main(args: argparse.Namespace) -> None:
     child = subprocess.Popen([sys.executable, __file__, "--serve", str(port)], cwd=ROOT)
     try:
         await _wait_ready(url)
-        base = await in_process(args)
-        json_run = await over_http(args, url, stream=False)
-        sse_run = await over_http(args, url, stream=True)
+        results = await measure(args, url)
     finally:
         child.terminate()
         try:
@@ -171,21 +183,22 @@ async def main(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-    print(f"{args.turns} turns per mode; concurrency {args.concurrency} over "
-          f"{args.sessions} sessions; {os.cpu_count()} CPU(s)\n")
-    print("| mode                   | turns/s 1 | turns/s conc. | p50 ms   | p99 ms   |")
+    print(f"{args.turns} measured turns per mode (after {args.warmup} warm-up); concurrency "
+          f"{args.concurrency} over {args.sessions} sessions; {os.cpu_count()} CPU(s)\n")
+    print("| mode       | turns/s 1 | turns/s conc. | p50 ms   | p99 ms   |")
     print("|---|---:|---:|---:|---:|")
-    print(_row("in-process", base[0], base[1]))
-    print(_row("HTTP JSON", json_run[0], json_run[1]))
-    print(_row("HTTP SSE", sse_run[0], sse_run[1]))
-    p50 = _percentile(base[0], 0.5)
-    print(f"\nHTTP adds {_percentile(json_run[0], 0.5) - p50:.3f} ms p50 per turn (JSON), "
-          f"{_percentile(sse_run[0], 0.5) - p50:.3f} ms (SSE); target ≤ 1 ms")
+    for name, (latencies, rate) in results.items():
+        print(_row(name, latencies, rate))
+    base = _percentile(results["in-process"][0], 0.5)
+    print(f"\nHTTP adds {_percentile(results['HTTP JSON'][0], 0.5) - base:.3f} ms p50 per turn "
+          f"(JSON), {_percentile(results['HTTP SSE'][0], 0.5) - base:.3f} ms (SSE); "
+          "target ≤ 1 ms")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--turns", type=int, default=1000)
+    parser.add_argument("--warmup", type=int, default=50)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)

@@ -15,6 +15,14 @@ in-process). Figures are printed; nothing is asserted.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow
+# the standard library's `http` (which httpx, langgraph and others import): drop it.
+_HERE = _Path(__file__).resolve().parent
+_sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
+
 import argparse
 import asyncio
 import os

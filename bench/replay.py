@@ -16,6 +16,14 @@ No assertions: this prints figures.
 
 from __future__ import annotations
 
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow
+# the standard library's `http` (which httpx, langgraph and others import): drop it.
+_HERE = _Path(__file__).resolve().parent
+_sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
+
 import argparse
 import asyncio
 import os
@@ -29,9 +37,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(1, str(_ROOT))
 
-from hermes_fsm import Orchestrator  # noqa: E402
-from hermes_fsm.recording import load_recording, recording_text  # noqa: E402
-from hermes_fsm.replay import Replayer  # noqa: E402
+from hermes_fsm import Orchestrator
+from hermes_fsm.recording import load_recording, recording_text
+from hermes_fsm.replay import Replayer
 
 QUESTIONS = [
     "How many A1001 are left in the east warehouse?",

@@ -21,6 +21,7 @@
     brain: {kind: openai, base_url: "http://127.0.0.1:8080/v1", model: smollm2,
             api_key_env: OPENAI_API_KEY}                  # any /v1/chat/completions server
     server: {host: 127.0.0.1, port: 8765, tokens: {s3cret: alice}}   # hermes-fsm serve
+    sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -40,7 +41,7 @@ from .memory.settings import MemoryConfig
 from .yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
 
 __all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
-           "ToolsConfig", "load_config"]
+           "SessionsConfig", "ToolsConfig", "load_config"]
 
 
 class _Strict(BaseModel):
@@ -164,6 +165,22 @@ class PermissionsConfig(_Strict):
     users: dict[str, UserPermissions] = {}
 
 
+class SessionsConfig(_Strict):
+    """Where sessions live (:mod:`hermes_fsm.store`), who may write one (:mod:`~.lease`).
+
+    ``store: auto`` is PostgreSQL when ``memory.postgres_url`` (``HERMES_POSTGRES_URL``) is
+    set, else a SQLite file (``sqlite_path``, default ``<data_dir>/sessions.sqlite3``);
+    ``memory`` keeps sessions in this process only. ``lease: auto`` is Redis when
+    ``memory.redis_url`` (``HERMES_REDIS_URL``) is set, else in-process.
+    """
+
+    store: Literal["auto", "memory", "sqlite", "postgres"] = "auto"
+    sqlite_path: Path | None = None
+    pg_schema: str = Field(default="hermes", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    lease: Literal["auto", "local", "redis"] = "auto"
+    lease_ttl_s: float = Field(default=10.0, gt=0.0)
+
+
 class HermesConfig(_Strict):
     """The whole configuration; every field has an embedded default."""
 
@@ -177,6 +194,7 @@ class HermesConfig(_Strict):
     permissions: PermissionsConfig = PermissionsConfig()
     memory: MemoryConfig = MemoryConfig()
     server: ServerConfig = ServerConfig()
+    sessions: SessionsConfig = SessionsConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -254,6 +272,10 @@ def _from_file(path: Path) -> HermesConfig:
     if config.tools.contracts_dir is not None and not config.tools.contracts_dir.is_absolute():
         updates["tools"] = config.tools.model_copy(
             update={"contracts_dir": base / config.tools.contracts_dir})
+    path_ = config.sessions.sqlite_path
+    if path_ is not None and not path_.expanduser().is_absolute():
+        updates["sessions"] = config.sessions.model_copy(
+            update={"sqlite_path": base / path_.expanduser()})
     if config.memory.data_dir is not None and not config.memory.data_dir.is_absolute():
         updates["memory"] = config.memory.model_copy(
             update={"data_dir": base / config.memory.data_dir.expanduser()})

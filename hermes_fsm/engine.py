@@ -178,6 +178,12 @@ class Orchestrator:
             from .sinks import StructlogSink
 
             kwargs["sinks"] = [StructlogSink()]
+        if "store" not in overrides:  # SQLite embedded; PostgreSQL when HERMES_POSTGRES_URL
+            from .store.factory import build_lease, build_store
+
+            kwargs["store"] = build_store(config)
+            if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
+                kwargs["lease"] = build_lease(config)
         kwargs.update(overrides)
         return cls(**kwargs)
 

@@ -138,10 +138,13 @@ class RedisLease:
         ttl_s: how long a lease lives without renewal (renewed every third of it).
         poll_s: how often a waiting acquire tries again.
         client_name: how the connections show in ``CLIENT LIST``.
+        max_connections: the most connections kept (more callers wait for one).
     """
 
     def __init__(self, url: str, *, prefix: str = "hermes:lease:", ttl_s: float = 10.0,
-                 poll_s: float = 0.01, client_name: str = "hermes-fsm-lease") -> None:
+                 poll_s: float = 0.01, client_name: str = "hermes-fsm-lease",
+                 max_connections: int = 32) -> None:
+        self.max_connections = max_connections
         self.url, self.prefix, self.client_name = url, prefix, client_name
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self.poll_s = poll_s
@@ -156,9 +159,10 @@ class RedisLease:
             except ImportError:  # pragma: no cover - depends on the install
                 raise StoreError("the Redis lease needs redis: pip install 'hermes-fsm[redis]'"
                                  ) from None
-            self._client = aioredis.Redis.from_url(self.url, socket_timeout=5,
-                                                   socket_connect_timeout=5,
-                                                   client_name=self.client_name)
+            pool = aioredis.BlockingConnectionPool.from_url(  # waits for a free connection
+                self.url, max_connections=self.max_connections, timeout=5, socket_timeout=5,
+                socket_connect_timeout=5, client_name=self.client_name)
+            self._client = aioredis.Redis(connection_pool=pool)
             self._renew = self._client.register_script(_RENEW)
             self._release_script = self._client.register_script(_RELEASE)
         return self._client

@@ -3,9 +3,10 @@
 OpenAI, vLLM, Ollama, llama.cpp's server (and llama-cpp-python's) all speak it. Each
 state's request carries the state's contract JSON Schema as the structured-output format
 (``response_format: json_schema``); a server that refuses that format gets JSON mode
-(``json_object``, with the schema in the prompt), and one that refuses JSON mode gets no
-format at all — the engine validates every output against the contract either way, and
-a refused output is retried with the validation errors in the prompt.
+with the schema (``json_object`` + ``schema``, as llama.cpp's servers take it), then plain
+JSON mode (the schema is in the prompt anyway), then no format at all. The engine
+validates every output against the contract either way, and a refused output is retried
+with the validation errors in the prompt.
 
 - Transport failures (connection errors, timeouts, HTTP 429 and 5xx) are retried here,
   ``max_retries`` times, with exponential backoff that honours ``Retry-After``; then the
@@ -41,8 +42,9 @@ from .errors import BrainError, ConfigError, RetryableError
 
 __all__ = ["AnswerTextStream", "OpenAIBrain"]
 
-Format = Literal["json_schema", "json_object", "none"]
-_FALLBACK: dict[Format, Format] = {"json_schema": "json_object", "json_object": "none"}
+Format = Literal["json_schema", "json_object_schema", "json_object", "none"]
+_FALLBACK: dict[Format, Format] = {"json_schema": "json_object_schema",
+                                   "json_object_schema": "json_object", "json_object": "none"}
 
 
 class OpenAIBrain:
@@ -156,6 +158,8 @@ class OpenAIBrain:
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": request.contract_name, "schema": dict(request.schema)}}
+        elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
+            body["response_format"] = {"type": "json_object", "schema": dict(request.schema)}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:
@@ -175,6 +179,7 @@ class OpenAIBrain:
             except httpx.TransportError as exc:
                 await self._transient(attempt, f"{type(exc).__name__}: {exc}", None)
                 continue
+            self._check_format(response, body)
             if self._should_retry(response):
                 await self._transient(attempt, f"HTTP {response.status_code}", response)
                 continue
@@ -193,14 +198,14 @@ class OpenAIBrain:
             try:
                 async with self._http().stream("POST", self.endpoint, json=body,
                                                headers=self._headers) as response:
-                    if self._should_retry(response):
+                    if response.status_code != 200:
                         await response.aread()
+                        self._check_format(response, body)
+                    if self._should_retry(response):
                         await self._transient(attempt, f"HTTP {response.status_code}",
                                               response)
                         continue
-                    if response.status_code != 200:
-                        await response.aread()
-                        self._raise_for(response, body)
+                    self._raise_for(response, body)
                     async for data in _sse_data(response):
                         if data.get("usage"):
                             usage = _usage(data["usage"])
@@ -235,14 +240,21 @@ class OpenAIBrain:
             delay = self.backoff_s * (2 ** attempt) * (0.5 + random.random())
         await self._sleep(min(delay, self.max_backoff_s))
 
+    def _check_format(self, response: httpx.Response, body: dict[str, Any]) -> None:
+        """Raise :class:`_FormatRefused` when the server refused our ``response_format``.
+
+        Servers say so with 400 or 422, and llama-cpp-python with a 500 whose message is the
+        validation error: read the message, not only the status.
+        """
+        if (response.status_code != 200 and self.fallback and self.format != "none"
+                and "response_format" in body and _about_format(response.text[:2000])):
+            raise _FormatRefused
+
     def _raise_for(self, response: httpx.Response, body: dict[str, Any]) -> None:
         """Raise for a non-200 answer that retrying will not fix."""
         if response.status_code == 200:
             return
         detail = response.text[:500]
-        if (response.status_code in (400, 422) and self.fallback and self.format != "none"
-                and "response_format" in body and _about_format(detail)):
-            raise _FormatRefused
         raise BrainError(f"{self.endpoint} refused the request for model {self.model!r}: "
                          f"HTTP {response.status_code}: {detail}; check base_url, model and "
                          "the API key")

@@ -113,7 +113,7 @@ async def test_a_refused_request_raises_brain_error_with_the_servers_reason(fake
     await brain.aclose()
 
 
-async def test_a_server_without_json_schema_gets_json_mode(fake: Any) -> None:
+async def test_a_server_without_json_schema_gets_json_mode_with_the_schema(fake: Any) -> None:
     server, url = fake
     server.refused_formats = {"json_schema"}
     server.script("intent", INTENT_CHAT)
@@ -123,8 +123,9 @@ async def test_a_server_without_json_schema_gets_json_mode(fake: Any) -> None:
     await brain.decide(intent_request())
     await brain.aclose()
 
-    formats = [r["response_format"]["type"] for r in server.requests]
-    assert formats == ["json_schema", "json_object", "json_object"]
+    formats = [r["response_format"] for r in server.requests]
+    assert [f["type"] for f in formats] == ["json_schema", "json_object", "json_object"]
+    assert formats[1]["schema"] == INTENT_SCHEMA
 
 
 async def test_the_api_key_comes_from_the_environment_variable_named_in_config(
@@ -247,3 +248,19 @@ def test_from_config_builds_the_openai_brain() -> None:
 def test_an_openai_brain_without_base_url_is_refused_by_the_config() -> None:
     with pytest.raises(ValueError, match="base_url"):
         BrainConfig(kind="openai", model="m")
+
+
+async def test_a_format_refusal_sent_as_a_500_falls_back_instead_of_retrying(
+        fake: Any) -> None:
+    server, url = fake  # llama-cpp-python answers an unknown response_format with HTTP 500
+    server.script("intent", Reply(status=500, content="validation error: response_format.type "
+                                  "Input should be 'text' or 'json_object'"), INTENT_CHAT)
+    sleeps = Sleeps()
+    brain = OpenAIBrain(url, "fake-model", sleep=sleeps)
+
+    await brain.decide(intent_request())
+    await brain.aclose()
+
+    assert sleeps.delays == []
+    assert [r["response_format"]["type"] for r in server.requests] == ["json_schema",
+                                                                       "json_object"]

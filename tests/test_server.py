@@ -387,3 +387,33 @@ async def test_a_hundred_concurrent_streamed_turns_on_a_hundred_sessions_stay_se
         session = orchestrator.sessions()[f"session-{i}"]
         assert session.state == "IDLE" and session.user_id == f"user-{i}"
         assert [e.seq for e in session.events] == [int(e["id"]) for e in events]
+
+
+# --- configuration and the serve command ------------------------------------------------------
+
+
+def test_server_tokens_come_from_the_environment() -> None:
+    from hermes_fsm.config import load_config
+
+    config = load_config(environ={"HERMES_SERVER_TOKENS": "t1=alice, t2=bob"})
+
+    assert config.server.tokens == {"t1": "alice", "t2": "bob"}
+
+
+def test_a_malformed_tokens_variable_is_a_config_error() -> None:
+    from hermes_fsm.config import load_config
+    from hermes_fsm.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="HERMES_SERVER_TOKENS"):
+        load_config(environ={"HERMES_SERVER_TOKENS": "just-a-token"})
+
+
+def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from hermes_fsm.cli import main
+
+    monkeypatch.delenv("HERMES_SERVER_TOKENS", raising=False)
+    code = main(["serve", "--host", "0.0.0.0", "--port", "0"])
+
+    assert code == 1
+    assert "without authentication" in capsys.readouterr().err

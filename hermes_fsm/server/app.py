@@ -109,7 +109,7 @@ class _Api:
 
     # --- authentication and sessions ----------------------------------------------------
 
-    def _user(self, request: Request) -> str | None | Response:
+    def _user(self, request: Request) -> str | Response | None:
         """The authenticated user (``None`` when authentication is off), or a 401 response."""
         if not self.tokens:
             return None

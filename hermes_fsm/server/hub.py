@@ -42,7 +42,8 @@ def read_events(orchestrator: Any, session_id: str, after: int) -> list[Event] |
     session = orchestrator.sessions().get(session_id)
     if session is None:
         return None
-    return session.events_after(after)
+    events: list[Event] = session.events_after(after)
+    return events
 
 
 class RunningTurn:

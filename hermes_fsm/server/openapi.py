@@ -39,7 +39,7 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
     event_schema = EVENT_ADAPTER.json_schema(ref_template="#/components/schemas/{model}")
     schemas.update(event_schema.pop("$defs", {}))
     schemas["Event"] = event_schema
-    security = [{"bearer": []}] if authenticated else []
+    security: list[dict[str, list[str]]] = [{"bearer": []}] if authenticated else []
     session = {"name": "session_id", "in": "path", "required": True,
                "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"}}
     stream = {"text/event-stream": {"schema": {

@@ -13,8 +13,8 @@ No timer is involved: while a batch is in flight the next one gathers.
 ...         return [i * 2 for i in items]
 ...     group = GroupCommit(run, key=str, max_in_flight=1)
 ...     return await asyncio.gather(*(group.submit(i) for i in range(5))), sizes
->>> asyncio.run(demo())
-([0, 2, 4, 6, 8], [1, 4])
+>>> asyncio.run(demo())  # five callers waiting together: one batch of five
+([0, 2, 4, 6, 8], [5])
 """
 
 from __future__ import annotations

@@ -62,11 +62,11 @@ _MIGRATIONS = [
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _APPEND = """
-WITH doc AS (SELECT %s::json AS d),
+WITH doc AS (SELECT %s::jsonb AS d),
 input AS (
   SELECT (x->>0)::int AS n, x->>1 AS session_id, (x->>2)::bigint AS epoch,
          (x->>3)::bigint AS prev, (x->>4)::bigint AS last, x->>5 AS state
-  FROM doc, json_array_elements(d->'i') AS x),
+  FROM doc, jsonb_array_elements(d->'i') AS x),
 fence AS (
   UPDATE {s}.hermes_sessions AS t SET seq = i.last, state = i.state, updated_at = now()
   FROM input AS i
@@ -74,21 +74,21 @@ fence AS (
   RETURNING i.n),
 ev AS (
   INSERT INTO {s}.hermes_events (session_id, seq, turn_id, kind, body)
-  SELECT x->>1, (x->>2)::bigint, x->>3, x->>4, x->5
-  FROM doc, json_array_elements(d->'e') AS x
+  SELECT x->>1, (x->>2)::bigint, x->>3, x->>4, (x->5)::json
+  FROM doc, jsonb_array_elements(d->'e') AS x
   WHERE (x->>0)::int IN (SELECT n FROM fence)),
 msg AS (
   INSERT INTO {s}.hermes_messages (message_id, session_id, user_id, role, content, tool_calls,
                                   tool_call_id, created_at)
   SELECT x->>1, x->>2, x->>3, x->>4, x->>5,
-         CASE WHEN json_typeof(x->6) = 'null' THEN NULL ELSE (x->6)::jsonb END,
+         CASE WHEN jsonb_typeof(x->6) = 'null' THEN NULL ELSE (x->6)::jsonb END,
          x->>7, (x->>8)::timestamptz
-  FROM doc, json_array_elements(d->'m') WITH ORDINALITY AS m(x, ord)
+  FROM doc, jsonb_array_elements(d->'m') WITH ORDINALITY AS m(x, ord)
   WHERE (x->>0)::int IN (SELECT n FROM fence) ORDER BY ord),
 ck AS (
   INSERT INTO {s}.hermes_checkpoints (session_id, seq, state, data)
   SELECT x->>1, (x->>2)::bigint, x->>3, (x->4)::jsonb
-  FROM doc, json_array_elements(d->'c') AS x
+  FROM doc, jsonb_array_elements(d->'c') AS x
   WHERE (x->>0)::int IN (SELECT n FROM fence)
   ON CONFLICT (session_id) DO UPDATE
     SET seq = excluded.seq, state = excluded.state, data = excluded.data)
@@ -361,7 +361,10 @@ class _AlreadyWritten(Exception):
 
 def _append_params(batches: list[Append]) -> tuple[str]:
     """The JSON document of one group-committed append statement (see ``_APPEND``)."""
-    appends, events, messages, checkpoints = [], [], [], []
+    appends: list[tuple[Any, ...]] = []
+    events: list[tuple[Any, ...]] = []
+    messages: list[tuple[Any, ...]] = []
+    checkpoints: list[tuple[Any, ...]] = []
     for n, b in enumerate(batches):
         sid = b.session_id
         appends.append((n, sid, b.epoch, b.prev_seq, b.last_seq, b.state))
