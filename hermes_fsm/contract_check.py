@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -76,10 +77,15 @@ def export_contracts(registry: ContractRegistry, directory: str | Path,
     """
     directory = Path(directory)
     return _write_changed(
-        ((directory / f"{name}.json", dump_schema(contract),
-          lambda path, contract=contract: _bump_problem(contract, path))
+        ((directory / f"{name}.json", dump_schema(contract), partial(_bump_problem, contract))
          for name, contract in sorted(_latest(registry).items())),
         directory, force)
+
+
+def _pinned_bump_problem(contract: Any, path: Path) -> str | None:
+    from .tool_contracts import load_tool_contract
+
+    return _tool_bump_problem(load_tool_contract(path), contract)
 
 
 def _write_changed(files: Iterable[tuple[Path, str, Callable[[Path], str | None]]],
@@ -160,12 +166,12 @@ def export_tool_contracts(registry: Any, directory: str | Path,
     the server). Raises ContractCheckFailed when a schema change needs a bigger version
     bump than the tool got (unless ``force``).
     """
-    from .tool_contracts import dump_tool_contract, load_tool_contract
+    from .tool_contracts import dump_tool_contract
 
     directory = Path(directory)
     return _write_changed(
         ((directory / f"{tool.name}.yaml", dump_tool_contract(tool.contract),
-          lambda path, tool=tool: _tool_bump_problem(load_tool_contract(path), tool.contract))
+          partial(_pinned_bump_problem, tool.contract))
          for tool in registry.tools() if tool.source == "local"),
         directory, force)
 

@@ -57,7 +57,8 @@ class Reminder(TypedDict):
 
 def calendar_query(query: str, warehouse: str | None = None, limit: int = 3) -> Events:
     """Calendar events whose title contains ``query`` (see :data:`CALENDAR_QUERY`)."""
-    return Events(**demo_calendar.calendar_query(query, warehouse, limit))  # type: ignore[typeddict-item]
+    found = demo_calendar.calendar_query(query, warehouse, limit)
+    return Events(query=found["query"], events=found["events"])
 
 
 def build_server() -> MCPServer:

@@ -211,7 +211,8 @@ class MCPConnection:
                     # Outputs are checked by the executor against the tool's contract, so the
                     # contract's violation policy (fail / log_only / fallback) applies to MCP
                     # tools as to local ones; the client's own check would only ever fail.
-                    client.session.validate_tool_result = _output_left_to_the_executor
+                    client.session.validate_tool_result = (  # type: ignore[method-assign]
+                        _output_left_to_the_executor)
                     self.protocol_version = client.protocol_version
                     info = client.server_info
                     self.server_name = info.name if info is not None else None
@@ -369,8 +370,8 @@ class MCPConnection:
         self.registry.replace_source(self.source, tools)
         self.tool_names = [t.name for t in tools]
         self.listings += 1
-        listed, self._listed = self._listed, asyncio.Event()
-        listed.set()
+        finished, self._listed = self._listed, asyncio.Event()
+        finished.set()
 
     def next_listing(self) -> asyncio.Event:
         """An event set when the tools are listed next (after a ``list_changed``, say)."""
@@ -466,7 +467,7 @@ class MCPConnection:
     async def read_resource(self, uri: str) -> list[str]:
         """The text contents of a resource (binary contents as base64 blobs)."""
         result = await self._connected().read_resource(uri)
-        return [getattr(c, "text", None) or getattr(c, "blob", "") for c in result.contents]
+        return [str(getattr(c, "text", None) or getattr(c, "blob", "")) for c in result.contents]
 
     async def list_prompts(self) -> list[dict[str, Any]]:
         """The server's prompts (``name``, ``description``, argument names)."""

@@ -41,7 +41,7 @@ async def recalled_memory(turn: TurnContext) -> str:
         if items:  # nothing recalled costs nothing: no event (recordings stay stable)
             turn.emit(MemoryRecalled, state=state, tokens=estimate_tokens(turn.memory), items=[
                 {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
-                 "score": round(i.score, 4) if getattr(i, "score", None) is not None else None,
+                 "score": None if i.score is None else round(i.score, 4),
                  "confidence": i.confidence, "created_at": i.created_at.isoformat()}
                 for i in items])
     if turn.state is not None and turn.state.name == "PLANNING":

@@ -54,7 +54,7 @@ __all__ = [
     "recording_text",
 ]
 
-FORMAT = "hermes-fsm/recording"
+FORMAT: Literal["hermes-fsm/recording"] = "hermes-fsm/recording"
 FORMAT_VERSION = 1
 READABLE_VERSIONS = (1,)
 

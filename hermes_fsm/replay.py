@@ -252,7 +252,7 @@ class Replayer:
         executor = ReplayExecutor(turns)
         memory = ReplayMemory(turns)
         orchestrator.services.brain = brain
-        orchestrator.services.executor = executor  # type: ignore[assignment]
+        orchestrator.services.executor = executor
         orchestrator.services.memory = memory
         orchestrator.ids = _RecordedIds([t[0].turn_id for t in turns])
         header = recording.header
@@ -271,7 +271,7 @@ class Replayer:
                                                      user_id=started.user_id or user_id)
                 out.append(result.events)
         finally:
-            orchestrator.sessions().pop(session_id, None)  # type: ignore[attr-defined]
+            orchestrator.sessions().pop(session_id, None)
         return out
 
     def _orchestrator(self) -> Any:
@@ -486,18 +486,18 @@ class ReplayMemory:
 
 
 def _event_class(kind: str) -> Any:
-    from . import events
+    from typing import get_args
 
-    for cls in vars(events).values():
-        if isinstance(cls, type) and getattr(cls, "model_fields", None) and \
-                cls.model_fields.get("kind") is not None and \
-                cls.model_fields["kind"].default == kind:
+    from .events import Event
+
+    for cls in get_args(get_args(Event)[0]):
+        if cls.model_fields["kind"].default == kind:
             return cls
     raise KeyError(kind)
 
 
 def _payload(event: Any) -> dict[str, Any]:
-    data = event.model_dump()
+    data: dict[str, Any] = event.model_dump()
     for key in ("session_id", "turn_id", "seq", "at", "kind"):
         data.pop(key, None)
     return data

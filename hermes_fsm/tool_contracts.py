@@ -202,7 +202,7 @@ def _parse(read: Any, source: str) -> ToolContract:
         raise ContractError(f"{source}:{exc.line or 1}: {exc.problem}") from None
     except OSError as exc:
         raise ContractError(f"{source}: cannot read the tool contract ({exc})") from None
-    if not isinstance(doc, dict):
+    if not isinstance(doc, LineDict):
         raise ContractError(f"{source}:1: a tool contract is a mapping with name, version, "
                             "description, input_schema ...; see hermes_fsm.tool_contracts")
     try:

@@ -200,7 +200,7 @@ def model_from_signature(fn: Callable[..., Any]) -> type[BaseModel]:
         annotation = hints.get(name, Any)
         default = ... if param.default is param.empty else param.default
         fields[name] = (annotation, default)
-    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    model: type[BaseModel] = create_model(
         f"{fn.__name__}_input", __config__=ConfigDict(extra="forbid", strict=True), **fields
     )
     return model

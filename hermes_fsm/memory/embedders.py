@@ -28,7 +28,11 @@ class Embedder(Protocol):
     """Turns texts into vectors of ``dim`` floats (unit length)."""
 
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:
+        """The vector size."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text, in order."""

@@ -68,6 +68,8 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
-                          half_life_days={**DEFAULT_HALF_LIFE_DAYS, **config.recall.half_life_days})
+                          half_life_days={**DEFAULT_HALF_LIFE_DAYS,
+                                          **{str(k): v for k, v in
+                                             config.recall.half_life_days.items()}})
     return TieredMemory(working=working, semantic=semantic, experience=experience,
                         embedder=embedder, policy=policy)

@@ -63,7 +63,7 @@ class MiniLMEmbedder:
 
     def _load(self) -> None:
         try:
-            import onnxruntime as ort
+            import onnxruntime as ort  # type: ignore[import-untyped]
             from tokenizers import Tokenizer
         except ImportError:
             raise MemoryStoreError("the MiniLM embedder needs onnxruntime and tokenizers: "

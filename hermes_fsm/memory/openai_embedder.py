@@ -31,7 +31,7 @@ class OpenAIEmbedder:
         self._dim = dim
 
     @property
-    def dim(self) -> int:  # type: ignore[override]
+    def dim(self) -> int:
         """The vector size (one request to find out, the first time)."""
         if self._dim is None:
             self._dim = len(self.embed(["dimension probe"])[0])

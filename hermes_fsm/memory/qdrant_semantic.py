@@ -69,7 +69,8 @@ class QdrantSemanticStore:
                                            timeout=int(self._timeout))
             if await client.collection_exists(self.collection):
                 info = await client.get_collection(self.collection)
-                size = info.config.params.vectors.size
+                vectors = info.config.params.vectors
+                size = vectors.size if isinstance(vectors, models.VectorParams) else None
                 if size != self.dim:
                     await client.close()
                     raise VectorSizeMismatch(
@@ -82,7 +83,8 @@ class QdrantSemanticStore:
                         size=self.dim, distance=models.Distance.COSINE))
                 if not self.local:
                     for field in ("user_id", "status", "key"):
-                        await client.create_payload_index(self.collection, field, "keyword")
+                        await client.create_payload_index(
+                            self.collection, field, models.PayloadSchemaType.KEYWORD)
         except (VectorSizeMismatch, MemoryStoreError):
             raise
         except RuntimeError as exc:  # local mode: "already accessed by another instance"
@@ -101,7 +103,10 @@ class QdrantSemanticStore:
                 points, offset = await client.scroll(self.collection, limit=1000, offset=offset,
                                                      with_payload=True, with_vectors=True)
                 for point in points:
-                    self._index.load(MemoryItem.from_payload(point.payload), point.vector)
+                    if point.payload is None or not isinstance(point.vector, list):
+                        continue  # not a point of ours (no payload, or a named vector)
+                    self._index.load(MemoryItem.from_payload(point.payload),
+                                     point.vector)  # type: ignore[arg-type]
                 if offset is None:
                     break
         return client

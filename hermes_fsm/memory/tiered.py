@@ -23,7 +23,7 @@ from ..state_contracts import MemoryUpdate
 from .background import BackgroundCommits
 from .embedders import Embedder, HashingEmbedder
 from .experience import Experience, ExperienceLog
-from .items import MemoryItem, WriteOutcome, item_id, item_text
+from .items import MemoryItem, Status, WriteOutcome, item_id, item_text
 from .recall import RecallPolicy
 from .semantic import InProcessSemanticStore, SemanticStore
 from .sqlite_experience import SQLiteExperienceLog
@@ -149,7 +149,7 @@ class TieredMemory:
         outcomes: list[WriteOutcome] = []
         pending: dict[str, MemoryItem] = {}  # key -> new item of this commit, not yet written
         written: list[MemoryItem] = []
-        marks: list[tuple[list[str], str, str | None]] = []
+        marks: list[tuple[list[str], Status, str | None]] = []
         for index, update in enumerate(updates):
             new_id = ids[index]
             if new_id in done:
@@ -158,7 +158,8 @@ class TieredMemory:
                 continue
             earlier = pending.pop(update.key, None)
             if earlier is not None:
-                status = "deleted" if update.update_type == "deprecate" else "superseded"
+                status: Status = ("deleted" if update.update_type == "deprecate"
+                                  else "superseded")
                 written[written.index(earlier)] = replace(
                     earlier, status=status,
                     superseded_by=None if status == "deleted" else new_id)
@@ -185,7 +186,7 @@ class TieredMemory:
             outcomes.append(WriteOutcome(update.key, update.update_type, "applied", detail,
                                          new_id))
         for item_ids, status, by in marks:  # supersede first: a cut-short commit converges
-            await self.semantic.mark(user_id, item_ids, status, by, now)  # type: ignore[arg-type]
+            await self.semantic.mark(user_id, item_ids, status, by, now)
         if written:
             vectors = self.embedder.embed([item_text(i.key, i.value, i.text) for i in written])
             await self.semantic.put(written, vectors)
