@@ -12,6 +12,7 @@ Backends: :mod:`.sqlite_experience` (the embedded default), :mod:`.postgres_expe
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -97,10 +98,45 @@ class ExperienceLog(ToolOutcomes, Protocol):
 def rank_similar(entries: Sequence[Experience], text: str, embedder: Embedder,
                  k: int) -> list[Experience]:
     """The ``k`` entries whose ``request`` is most similar to ``text`` (score > 0)."""
-    if not entries:
+    by_id = {e.entry_id: e for e in entries}
+    best = top_requests([(e.entry_id, e.request) for e in entries], text, embedder, k)
+    return [replace(by_id[i], score=s) for i, s in best]
+
+
+def top_requests(rows: Sequence[tuple[str, str]], text: str, embedder: Embedder,
+                 k: int) -> list[tuple[str, float]]:
+    """``(entry_id, score)`` of the ``k`` rows ``(entry_id, request)`` most like ``text``.
+
+    Backends rank on these two columns, then load only the winners' rows: building 500
+    full entries per PLANNING call made turns slower as the log grew.
+    """
+    if not rows:
         return []
-    query, *vectors = embedder.embed([text, *(e.request for e in entries)])
-    scored = [(sum(a * b for a, b in zip(query, v, strict=True)), e)
-              for v, e in zip(vectors, entries, strict=True)]
-    scored.sort(key=lambda s: s[0], reverse=True)
-    return [replace(e, score=s) for s, e in scored[:k] if s > 0]
+    import numpy as np
+
+    vectors = _vectors(embedder, [text, *(request for _, request in rows)])
+    scores = vectors[1:] @ vectors[0]
+    order = np.argsort(-scores, kind="stable")[:k]
+    return [(rows[i][0], float(scores[i])) for i in order if scores[i] > 0]
+
+
+_VECTOR_CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+_CACHE_LIMIT = 20_000
+
+
+def _vectors(embedder: Embedder, texts: Sequence[str]) -> Any:
+    """The texts' embeddings as one matrix; each text is embedded once per embedder.
+
+    Past requests repeat across PLANNING calls (up to 500 rows a call), and embedding them
+    again every time made each turn slower than the one before.
+    """
+    import numpy as np
+
+    cache = _VECTOR_CACHE.setdefault(embedder, {})
+    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    if missing:
+        if len(cache) + len(missing) > _CACHE_LIMIT:
+            cache.clear()
+        for t, vector in zip(missing, embedder.embed(missing), strict=True):
+            cache[t] = np.asarray(vector, dtype=np.float32)
+    return np.stack([cache[t] for t in texts])

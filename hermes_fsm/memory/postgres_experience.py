@@ -11,12 +11,13 @@ Requires the ``postgres`` extra: ``pip install 'hermes-fsm[postgres]'``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MemoryStoreError
 from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, rank_similar
+from .experience import Experience, top_requests
 
 __all__ = ["PostgresExperienceLog"]
 
@@ -147,10 +148,16 @@ class PostgresExperienceLog:
         return failed / total if total else 0.0
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
-        rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND kind = 'tool_call' "
-            "ORDER BY at DESC LIMIT 500", (user_id,))
-        return rank_similar([_entry(r) for r in rows], text, self.embedder, k)
+        candidates = await self._fetch(
+            f"SELECT entry_id, request FROM {self._table} WHERE user_id = %s "
+            "AND kind = 'tool_call' ORDER BY at DESC LIMIT 500", (user_id,))
+        best = top_requests([(r[0], r[1]) for r in candidates], text, self.embedder, k)
+        if not best:
+            return []
+        rows = {r[0]: r for r in await self._fetch(
+            f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s "
+            "AND entry_id = ANY(%s)", (user_id, [i for i, _ in best]))}
+        return [replace(_entry(rows[i]), score=s) for i, s in best if i in rows]
 
     async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:
         rows = await self._fetch(

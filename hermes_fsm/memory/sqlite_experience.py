@@ -10,13 +10,14 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from ..errors import MemoryStoreError
 from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, rank_similar
+from .experience import Experience, top_requests
 
 __all__ = ["SQLiteExperienceLog"]
 
@@ -96,10 +97,18 @@ class SQLiteExperienceLog:
         return failed / total if total else 0.0
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
-        rows = self._conn().execute(
-            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? AND kind = 'tool_call' "
-            "ORDER BY at DESC LIMIT 500", (user_id,)).fetchall()
-        return rank_similar([_entry(r) for r in rows], text, self.embedder, k)
+        conn = self._conn()
+        candidates = conn.execute(
+            "SELECT entry_id, request FROM hermes_experience WHERE user_id = ? "
+            "AND kind = 'tool_call' ORDER BY at DESC LIMIT 500", (user_id,)).fetchall()
+        best = top_requests(candidates, text, self.embedder, k)
+        if not best:
+            return []
+        marks = ",".join("?" * len(best))
+        rows = {r[0]: r for r in conn.execute(
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? "
+            f"AND entry_id IN ({marks})", (user_id, *(i for i, _ in best))).fetchall()}
+        return [replace(_entry(rows[i]), score=s) for i, s in best if i in rows]
 
     async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:
         rows = self._conn().execute(
