@@ -91,6 +91,10 @@ def _parser() -> argparse.ArgumentParser:
     from .cli_replay import add_replay_parser
 
     add_replay_parser(sub, common)
+
+    from .cli_record import add_record_parser
+
+    add_record_parser(sub, common)
     add_view_parser(sub, common)
     from .memory_cli import add_memory_parser
 
@@ -125,7 +129,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _configure_logging(config)
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
-                   "serve": _serve}
+                   "serve": _serve, "record": _record}
         return command[args.command](args, config, out)
     except HermesError as exc:
         print(f"hermes-fsm: {exc}", file=sys.stderr)
@@ -303,6 +307,12 @@ def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     from .server.serve import serve
 
     return serve(config, host=args.host, port=args.port, out=out)
+
+
+def _record(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .cli_record import run_record
+
+    return run_record(args, config, out)
 
 
 def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:

@@ -203,3 +203,31 @@ def test_a_recording_of_a_turn_with_an_mcp_tool_replays_offline(tmp_path):
     assert "demo.calendar_query" in tools  # an MCP tool was called while recording
     assert Replayer().validate(recording).ok  # its pinned contract stands in for the server
     assert Replayer().rerun(recording).ok  # no server is started to rerun it
+
+
+def test_record_export_writes_a_session_run_by_another_process_from_the_store(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path / "data")}
+    command = [sys.executable, "-m", "hermes_fsm.cli"]
+    for text in ("How many A1001 are left in the east warehouse?", "我喜欢用邮件联系"):
+        subprocess.run([*command, "run", "--session", "exp-1", "--user", "zoe", text],
+                       env=env, check=True, capture_output=True, timeout=120)
+    out = tmp_path / "exp-1.jsonl"
+    done = subprocess.run([*command, "record", "export", "exp-1", "--out", str(out)],
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    recording = load_recording(out)
+    assert recording.header.session_id == "exp-1" and recording.header.user_id == "zoe"
+    assert len(recording.turn_ids()) == 2
+    assert [e.seq for e in recording.events] == list(range(1, len(recording.events) + 1))
+    assert Replayer().validate(recording).ok and Replayer().rerun(recording).ok
+
+
+def test_record_export_of_an_unknown_session_is_a_clear_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    code, _ = run_cli("record", "export", "no-such-session")
+    assert code == 1
+    assert "no session 'no-such-session'" in capsys.readouterr().err
