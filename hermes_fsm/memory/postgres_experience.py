@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MemoryStoreError
+from ..pg_pool import open_pool
 from .embedders import Embedder, HashingEmbedder
 from .experience import Experience, top_requests
 
@@ -63,23 +64,10 @@ class PostgresExperienceLog:
     async def _open(self) -> Any:
         if self._pool is not None:
             return self._pool
-        try:
-            from psycopg_pool import AsyncConnectionPool
-        except ImportError:  # pragma: no cover - depends on the install
-            raise MemoryStoreError("the PostgreSQL experience log needs psycopg: "
-                                   "pip install 'hermes-fsm[postgres]'") from None
-        pool = AsyncConnectionPool(self.url, min_size=1, max_size=self._pool_size, open=False,
-                                   check=AsyncConnectionPool.check_connection,
-                                   kwargs={"autocommit": True, "connect_timeout": 5})
-        try:
-            await pool.open(wait=True, timeout=10)
-            await self._migrate(pool)
-        except Exception as exc:
-            await pool.close()
-            raise MemoryStoreError(f"{self.name}: cannot open ({type(exc).__name__}: {exc}); "
-                                   "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
-        self._pool = pool
-        return pool
+        self._pool = await open_pool(self.url, size=self._pool_size, name=self.name,
+                                     what="the PostgreSQL experience log",
+                                     migrate=self._migrate, error=MemoryStoreError)
+        return self._pool
 
     async def _migrate(self, pool: Any) -> None:
         schema = f'"{self.schema}"'

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from ..errors import SessionError, StaleWriter, StoreError
+from ..pg_pool import open_pool
 from .group_commit import GroupCommit
 from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
@@ -144,24 +145,11 @@ class PostgresStore:
         async with self._opening:
             if self._pool is not None:
                 return self._pool
-            try:
-                from psycopg_pool import AsyncConnectionPool
-            except ImportError:  # pragma: no cover - depends on the install
-                raise StoreError("the PostgreSQL session store needs psycopg: "
-                                 "pip install 'hermes-fsm[postgres]'") from None
-            pool = AsyncConnectionPool(self.url, min_size=1, max_size=self._pool_size,
-                                       open=False, check=AsyncConnectionPool.check_connection,
-                                       kwargs={"autocommit": True, "connect_timeout": 5,
-                                               "application_name": self.application_name})
-            try:
-                await pool.open(wait=True, timeout=10)
-                await self._migrate(pool)
-            except Exception as exc:
-                await pool.close()
-                raise StoreError(f"{self.name}: cannot open ({type(exc).__name__}: {exc}); "
-                                 "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
-            self._pool = pool
-            return pool
+            self._pool = await open_pool(
+                self.url, size=self._pool_size, name=self.name,
+                what="the PostgreSQL session store", migrate=self._migrate, error=StoreError,
+                application_name=self.application_name)
+            return self._pool
 
     async def _migrate(self, pool: Any) -> None:
         s = self._s

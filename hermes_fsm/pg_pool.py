@@ -1,0 +1,45 @@
+"""Opening a PostgreSQL connection pool and migrating its schema: one way for every backend.
+
+Backends (the session store, the experience log) call :func:`open_pool`; a failure to
+import psycopg, to connect, or to migrate becomes the backend's own error type, saying
+what to check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+__all__ = ["open_pool"]
+
+
+async def open_pool(url: str, *, size: int, name: str, what: str,
+                    migrate: Callable[[Any], Awaitable[None]], error: type[Exception],
+                    application_name: str | None = None) -> Any:
+    """An open ``psycopg_pool.AsyncConnectionPool`` whose schema ``migrate`` has brought
+    up to date (autocommit connections, 5 s connect timeout, 10 s to open).
+
+    Args:
+        name: the backend, for messages (e.g. "PostgreSQL session store at …").
+        what: what needs psycopg, for the install hint (e.g. "the PostgreSQL session store").
+
+    Raises:
+        error: psycopg is missing, or the pool cannot open or migrate.
+    """
+    try:
+        from psycopg_pool import AsyncConnectionPool
+    except ImportError:  # pragma: no cover - depends on the install
+        raise error(f"{what} needs psycopg: pip install 'hermes-fsm[postgres]'") from None
+    options: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
+    if application_name:
+        options["application_name"] = application_name
+    pool = AsyncConnectionPool(url, min_size=1, max_size=size, open=False,
+                               check=AsyncConnectionPool.check_connection, kwargs=options)
+    try:
+        await pool.open(wait=True, timeout=10)
+        await migrate(pool)
+    except Exception as exc:
+        await pool.close()
+        raise error(f"{name}: cannot open ({type(exc).__name__}: {exc}); "
+                    "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
+    return pool
