@@ -133,6 +133,16 @@ class _Api:
                                                        'Bearer error="invalid_token"'})
         return user
 
+    def _caller(self, request: Request) -> tuple[str | None, str] | Response:
+        """The authenticated user and the path's session id, or the refusal (401 before 422)."""
+        user = self._user(request)
+        if isinstance(user, Response):
+            return user
+        session_id = self._session_id(request)
+        if isinstance(session_id, Response):
+            return session_id
+        return user, session_id
+
     def _session_id(self, request: Request) -> str | Response:
         session_id: str = request.path_params["session_id"]
         if not SESSION_ID.match(session_id):
@@ -164,12 +174,10 @@ class _Api:
     # --- turns ----------------------------------------------------------------------------
 
     async def post_turn(self, request: Request) -> Response:
-        user = self._user(request)
-        if isinstance(user, Response):
-            return user
-        session_id = self._session_id(request)
-        if isinstance(session_id, Response):
-            return session_id
+        caller = self._caller(request)
+        if isinstance(caller, Response):
+            return caller
+        user, session_id = caller
         try:
             body = TurnRequest.model_validate_json(await request.body())
         except ValidationError as exc:
@@ -230,12 +238,10 @@ class _Api:
     # --- reading ----------------------------------------------------------------------------
 
     async def get_events(self, request: Request) -> Response:
-        user = self._user(request)
-        if isinstance(user, Response):
-            return user
-        session_id = self._session_id(request)
-        if isinstance(session_id, Response):
-            return session_id
+        caller = self._caller(request)
+        if isinstance(caller, Response):
+            return caller
+        user, session_id = caller
         after = _after(request)
         if isinstance(after, Response):
             return after
@@ -266,12 +272,10 @@ class _Api:
                 yield chunk
 
     async def get_recording(self, request: Request) -> Response:
-        user = self._user(request)
-        if isinstance(user, Response):
-            return user
-        session_id = self._session_id(request)
-        if isinstance(session_id, Response):
-            return session_id
+        caller = self._caller(request)
+        if isinstance(caller, Response):
+            return caller
+        user, session_id = caller
         refused = self._existing(session_id, user)
         if refused is not None:
             return refused
