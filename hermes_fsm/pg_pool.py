@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["open_pool"]
+__all__ = ["close_pool", "drop_schema", "open_pool"]
 
 
 async def open_pool(url: str, *, size: int, name: str, what: str,
@@ -43,3 +43,16 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
         raise error(f"{name}: cannot open ({type(exc).__name__}: {exc}); "
                     "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
     return pool
+
+
+async def drop_schema(pool: Any, schema: str) -> None:
+    """Drop ``schema`` (a quoted identifier) and everything in it: tests; irreversible."""
+    async with pool.connection() as conn:
+        await conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+
+
+async def close_pool(owner: Any) -> None:
+    """Close ``owner._pool`` if it is open, and forget it (idempotent)."""
+    if owner._pool is not None:
+        pool, owner._pool = owner._pool, None
+        await pool.close()

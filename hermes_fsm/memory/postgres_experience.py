@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MemoryStoreError
-from ..pg_pool import open_pool
+from ..pg_pool import close_pool, drop_schema, open_pool
 from .embedders import Embedder, HashingEmbedder
 from .experience import Experience, top_requests
 
@@ -172,14 +172,10 @@ class PostgresExperienceLog:
 
     async def drop_schema(self) -> None:
         """Drop the whole schema (tests and teardown)."""
-        pool = await self._open()
-        async with pool.connection() as conn:
-            await conn.execute(f'DROP SCHEMA IF EXISTS "{self.schema}" CASCADE')
+        await drop_schema(await self._open(), f'"{self.schema}"')
 
     async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await close_pool(self)
 
 
 def _entry(r: Sequence[Any]) -> Experience:

@@ -27,7 +27,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from ..errors import SessionError, StaleWriter, StoreError
-from ..pg_pool import open_pool
+from ..pg_pool import close_pool, drop_schema, open_pool
 from .group_commit import GroupCommit
 from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
@@ -172,14 +172,10 @@ class PostgresStore:
 
     async def drop_schema(self) -> None:
         """Drop the schema and everything in it (tests; irreversible)."""
-        pool = await self._open()
-        async with pool.connection() as conn:
-            await conn.execute(f"DROP SCHEMA IF EXISTS {self._s} CASCADE")
+        await drop_schema(await self._open(), self._s)
 
     async def close(self) -> None:
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            await pool.close()
+        await close_pool(self)
 
     async def _fetch(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]
                      ) -> list[Any]:
