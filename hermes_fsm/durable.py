@@ -25,17 +25,20 @@ Tool calls of a durable turn go through an :class:`EffectsJournal` (see
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from .errors import SessionBusy, SessionError, StaleWriter
+from .context import apply_context_event
+from .errors import SessionArchived, SessionBusy, SessionError, StaleWriter
 from .lease import LeaseHold, LocalLease, SessionLease
 from .session import Session
 from .store.protocol import Append, Checkpoint, Effect, Message, SessionStore
 from .turn import TurnContext
 
 if TYPE_CHECKING:
+    from .archive import ArchivedSession
     from .engine import Orchestrator
     from .turn import TurnResult
 
@@ -137,6 +140,9 @@ class DurableSessions:
         """
         o = self.orchestrator
         record = await self.store.claim(session_id, user_id, o.graph.initial)
+        if record.archived:  # its summary is in long-term memory: a new session recalls it
+            self.forget_id(session_id)
+            raise SessionArchived(session_id)
         session = o._sessions.get(session_id)
         if (session is not None and session.seq == record.seq and session.state == record.state
                 and not session.busy):
@@ -148,8 +154,11 @@ class DurableSessions:
                           checkpoint.state if checkpoint else o.graph.initial)
         if checkpoint is not None:
             session.history = [dict(m) for m in checkpoint.data.get("history", ())]
+            session.summary = str(checkpoint.data.get("summary", ""))
         pending: list[dict[str, Any]] = []
         for event in events:  # finished turns past the checkpoint join the history
+            if event["kind"] == "context_built":  # it may have folded history into the summary
+                apply_context_event(session, event)
             if event["kind"] == "turn_started":
                 pending = [event]
             elif pending:
@@ -161,6 +170,19 @@ class DurableSessions:
         session.state, session.seq, session.epoch = record.state, record.seq, record.epoch
         o._sessions[session_id] = session
         return session, pending
+
+    def forget_id(self, session_id: str) -> None:
+        """Drop the cached copy of a session, if any (it was archived, or moved on)."""
+        self.orchestrator._sessions.pop(session_id, None)
+
+    async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
+                           dry_run: bool = False) -> list[ArchivedSession]:
+        """Archive the sessions idle for ``older_than``: summarize each (the brain, else the
+        extractive summarizer), write the summary to the user's long-term memory, mark the
+        session archived (see :mod:`hermes_fsm.archive`)."""
+        from .archive import archive_idle
+
+        return await archive_idle(self, older_than, now=now, dry_run=dry_run)
 
     def forget(self, session: Session) -> None:
         """Drop a cached session whose last write failed: the next turn reloads it."""
@@ -198,9 +220,11 @@ class DurableSessions:
                 Message(o.ids.new("message"), session.session_id, turn.user_id, "assistant",
                         answer, now)]
             checkpoint = Checkpoint(session.session_id, session.seq, session.state,
-                                    {"history": list(session.history)})
+                                    {"history": list(session.history),
+                                     "summary": session.summary})
+        blob = turn.events.json_from(start) if events else None  # serialized once: the
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
-                                       events, messages, checkpoint))
+                                       events, messages, checkpoint, blob))  # log reuses it
         turn.flushed = len(data)
 
 

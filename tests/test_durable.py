@@ -251,3 +251,16 @@ async def test_memory_commit_is_rerun_on_resume_without_duplicating_writes(store
     result = await Orchestrator(graph_with(), brain=done, store=store).resume("s1")
     assert [r.state for r in done.requests] == ["MEMORY_COMMIT"]
     assert result.path[-2:] == ["MEMORY_COMMIT", "IDLE"]
+
+
+async def test_a_step_s_events_are_serialized_once_for_the_store_and_the_session_log(store):
+    from pydantic_core import to_json
+
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    result = await orchestrator.run_turn("s1", "how many?", user_id="u1")
+    events = result.events
+    assert len(events._json) > 1  # one JSON array per step, kept
+    expected = to_json(events._data, serialize_unknown=True)
+    assert events.to_json() == expected  # joined, byte for byte what one pass would write
+    assert orchestrator.sessions()["s1"]._log[-1][2] == expected
+    assert to_json(await store.events_after("s1"), serialize_unknown=True) == expected

@@ -9,6 +9,10 @@ one round trip and one commit for all of them. Each append in it is fenced on it
 the session row is updated only where the epoch and the expected seq still match, and
 only the events (messages, checkpoint) of the appends that passed are inserted; the
 others raise :class:`StaleWriter`. The events table is also unique by (session, seq).
+A step's events travel as the JSON array the engine serialized once for its own log
+(:attr:`~hermes_fsm.store.protocol.Append.events_json`); PostgreSQL splits it into rows.
+Claims are group-committed the same way. Both run on writer connections kept out of the
+pool (see :class:`PostgresStore`), so a step costs one round trip, not two.
 
 An append whose connection drops is retried once on a fresh connection; if the first try
 had committed (the session is already at the batch's last seq under the same epoch), the
@@ -26,7 +30,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..errors import SessionError, StaleWriter, StoreError
+from ..errors import SessionError, StaleWriter, StoreError, UsageError
 from ..pg_pool import close_pool, drop_schema, open_pool
 from .group_commit import GroupCommit
 from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
@@ -63,41 +67,48 @@ _MIGRATIONS = [
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 _APPEND = """
-WITH doc AS (SELECT %s::jsonb AS d),
-input AS (
+WITH input AS (
   SELECT (x->>0)::int AS n, x->>1 AS session_id, (x->>2)::bigint AS epoch,
-         (x->>3)::bigint AS prev, (x->>4)::bigint AS last, x->>5 AS state
-  FROM doc, jsonb_array_elements(d->'i') AS x),
+         (x->>3)::bigint AS prev, (x->>4)::bigint AS last, x->>5 AS state,
+         x->>6 AS turn_id, x->7 AS kinds, x->8 AS turns
+  FROM jsonb_array_elements(%(i)s::jsonb) AS x),
 fence AS (
   UPDATE {s}.hermes_sessions AS t SET seq = i.last, state = i.state, updated_at = now()
   FROM input AS i
   WHERE t.session_id = i.session_id AND t.epoch = i.epoch AND t.seq = i.prev
-  RETURNING i.n),
+  RETURNING i.n, i.session_id, i.prev, i.turn_id, i.kinds, i.turns),
 ev AS (
   INSERT INTO {s}.hermes_events (session_id, seq, turn_id, kind, body)
-  SELECT x->>1, (x->>2)::bigint, x->>3, x->>4, (x->5)::json
-  FROM doc, jsonb_array_elements(d->'e') AS x
-  WHERE (x->>0)::int IN (SELECT n FROM fence)),
+  SELECT f.session_id, f.prev + x.ord, coalesce(f.turns ->> (x.ord::int - 1), f.turn_id),
+         f.kinds ->> (x.ord::int - 1), x.body
+  FROM fence AS f
+  JOIN unnest(string_to_array(%(e)s, E'\\x1e')) WITH ORDINALITY AS b(events, n) ON b.n = f.n
+  CROSS JOIN LATERAL json_array_elements(b.events::json) WITH ORDINALITY AS x(body, ord)),
 msg AS (
   INSERT INTO {s}.hermes_messages (message_id, session_id, user_id, role, content, tool_calls,
                                   tool_call_id, created_at)
   SELECT x->>1, x->>2, x->>3, x->>4, x->>5,
          CASE WHEN jsonb_typeof(x->6) = 'null' THEN NULL ELSE (x->6)::jsonb END,
          x->>7, (x->>8)::timestamptz
-  FROM doc, jsonb_array_elements(d->'m') WITH ORDINALITY AS m(x, ord)
+  FROM jsonb_array_elements(%(m)s::jsonb) WITH ORDINALITY AS m(x, ord)
   WHERE (x->>0)::int IN (SELECT n FROM fence) ORDER BY ord),
 ck AS (
   INSERT INTO {s}.hermes_checkpoints (session_id, seq, state, data)
   SELECT x->>1, (x->>2)::bigint, x->>3, (x->4)::jsonb
-  FROM doc, jsonb_array_elements(d->'c') AS x
+  FROM jsonb_array_elements(%(c)s::jsonb) AS x
   WHERE (x->>0)::int IN (SELECT n FROM fence)
   ON CONFLICT (session_id) DO UPDATE
     SET seq = excluded.seq, state = excluded.state, data = excluded.data)
 SELECT n FROM fence
 """
-"""One group commit. Its data travels as one JSON document (``i``: the appends, ``e``:
-events, ``m``: messages, ``c``: checkpoints; ``n`` numbers the appends): one parameter,
-serialized at once, rather than arrays quoted element by element."""
+"""One group commit: the appends of many sessions in one statement, one round trip, one
+commit. ``i``: per append (numbered ``n`` from 1) its session, fencing values, new state,
+turn and its events' kinds (their seqs run on from ``prev``; ``turns`` only if they are
+of more than one turn); ``e``: per append its events as one JSON array — the very text
+the step serialized once (:attr:`Append.events_json`) — separated by U+001E (which JSON
+text never holds unescaped), split and parsed by PostgreSQL into rows as they are, never
+re-read key by key; ``m``: messages and ``c``: checkpoints, ``[n, ...]`` each. Only what
+passed the fence is inserted."""
 
 _SESSION_COLUMNS = ("session_id, user_id, state, seq, epoch, created_at, updated_at, archived, "
                     "summary")
@@ -110,12 +121,26 @@ class PostgresStore:
         url: a libpq URL (``postgresql://postgres@127.0.0.1:5432/test``).
         schema: the schema holding the tables (give each deployment or test its own).
         pool_size: the most connections kept.
-        max_flushes: how many group commits may be in flight at once.
+        max_flushes: how many group commits (of appends; of claims) may be in flight at once.
+        min_batch: the fewest appends (claims) worth a group commit of their own while
+            another is in flight; fewer wait for the next one (each commit flushes the
+            log to disk: fewer, larger commits cost PostgreSQL and this process less).
         application_name: how the connections show in ``pg_stat_activity``.
+
+    Group commits (appends, claims) run on *writer* connections taken from the pool and
+    kept (at most half the pool): the pool checks a connection with a round trip each
+    time it hands one out, which would double the round trips of every step. A writer
+    whose statement fails is handed back to the pool (which replaces a dead one), and
+    so are the idle writers with it, so the retry runs on a checked connection.
+
+    Attributes:
+        round_trips: statements sent to PostgreSQL so far, with the pool's checks of the
+            connections it handed out (each is a round trip too).
     """
 
     def __init__(self, url: str, *, schema: str = "hermes", pool_size: int = 8,
-                 max_flushes: int = 2, application_name: str = "hermes-fsm") -> None:
+                 max_flushes: int = 2, min_batch: int = 64,
+                 application_name: str = "hermes-fsm") -> None:
         if not schema.isidentifier():
             raise StoreError(f"PostgreSQL schema name {schema!r} must be an identifier "
                              "(letters, digits, underscores)")
@@ -128,9 +153,14 @@ class PostgresStore:
         self._s = f'"{schema}"'
         self._append_sql = _APPEND.format(s=self._s)
         self._appends: GroupCommit[Append, None] = GroupCommit(
-            self._append_batch, key=lambda b: b.session_id, max_in_flight=max_flushes)
+            self._append_batch, key=lambda b: b.session_id, max_in_flight=max_flushes,
+            min_batch=min_batch)
         self._claims: GroupCommit[tuple[str, str, str], SessionRecord] = GroupCommit(
-            self._claim_batch, key=lambda c: c[0], max_in_flight=max_flushes)
+            self._claim_batch, key=lambda c: c[0], max_in_flight=max_flushes,
+            min_batch=min_batch)
+        self._writers: list[Any] = []  # idle writer connections (out of the pool)
+        self._writer_slots = asyncio.Semaphore(max(1, pool_size // 2))
+        self.round_trips = 0
 
     # --- connections ---------------------------------------------------------------------
 
@@ -175,13 +205,43 @@ class PostgresStore:
         await drop_schema(await self._open(), self._s)
 
     async def close(self) -> None:
+        await self._return_writers()
         await close_pool(self)
+
+    async def _on_writer(self, sql: str, params: Any) -> list[Any]:
+        """Run one statement on a writer connection: the rows, or the exception (after
+        which the writers go back to the pool, see the class docs)."""
+        async with self._writer_slots:
+            if self._writers:
+                conn = self._writers.pop()
+            else:
+                conn = await (await self._open()).getconn()
+                self.round_trips += 1  # the pool's check of the connection
+            try:
+                self.round_trips += 1
+                rows: list[Any] = await (await conn.execute(sql, params)).fetchall()
+            except BaseException:
+                self._writers.append(conn)
+                await self._return_writers()
+                raise
+            self._writers.append(conn)
+            return rows
+
+    async def _return_writers(self) -> None:
+        writers, self._writers = self._writers, []
+        for conn in writers:
+            if self._pool is not None:
+                try:
+                    await self._pool.putconn(conn)
+                except Exception:  # pragma: no cover - the pool closed meanwhile
+                    await conn.close()
 
     async def _fetch(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]
                      ) -> list[Any]:
         pool = await self._open()
         try:
             async with pool.connection() as conn:
+                self.round_trips += 2  # the pool's check of the connection, the statement
                 return list(await (await conn.execute(sql, params)).fetchall())
         except SessionError:
             raise
@@ -192,20 +252,27 @@ class PostgresStore:
     # --- sessions ------------------------------------------------------------------------
 
     async def claim(self, session_id: str, user_id: str, state: str) -> SessionRecord:
-        return await self._claims.submit((session_id, user_id, state))
+        return await self._claims.submit_nowait((session_id, user_id, state))
 
     async def _claim_batch(self, claims: list[tuple[str, str, str]]
                            ) -> list[SessionRecord | BaseException]:
         """Claims waiting together: one statement (group-committed like appends)."""
         ordered = sorted(claims)  # rows locked in one order by every process
-        rows = await self._fetch(
-            f"claiming {len(claims)} session(s)",
-            f"INSERT INTO {self._s}.hermes_sessions (session_id, user_id, state) "
-            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[]) "
-            "ON CONFLICT (session_id) DO UPDATE SET epoch = hermes_sessions.epoch + 1 "
-            "WHERE hermes_sessions.user_id = excluded.user_id "
-            f"RETURNING {_SESSION_COLUMNS}",
-            ([c[0] for c in ordered], [c[1] for c in ordered], [c[2] for c in ordered]))
+        sql = (f"INSERT INTO {self._s}.hermes_sessions (session_id, user_id, state) "
+               "SELECT * FROM unnest(%b::text[], %b::text[], %b::text[]) "
+               "ON CONFLICT (session_id) DO UPDATE SET epoch = hermes_sessions.epoch + 1 "
+               "WHERE hermes_sessions.user_id = excluded.user_id "
+               f"RETURNING {_SESSION_COLUMNS}")
+        params = ([c[0] for c in ordered], [c[1] for c in ordered], [c[2] for c in ordered])
+        try:
+            try:
+                rows = await self._on_writer(sql, params)
+            except Exception:  # a dropped connection: once more, on a checked one
+                rows = await self._on_writer(sql, params)  # (a claim may run twice)
+        except Exception as exc:
+            raise StoreError(f"{self.name}: claiming {len(claims)} session(s) failed "
+                             f"({type(exc).__name__}: {exc}); check that PostgreSQL is up, "
+                             "then try again") from exc
         by_id = {r[0]: SessionRecord(*r) for r in rows}
         return [by_id.get(sid) or SessionError(
             f"session {sid!r} belongs to another user; use a session id of your own "
@@ -228,7 +295,12 @@ class PostgresStore:
     # --- appends (group-committed) -----------------------------------------------------------
 
     async def append(self, batch: Append) -> None:
-        await self._appends.submit(batch)
+        events = batch.events
+        if events and (events[0]["seq"] != batch.prev_seq + 1
+                       or len(events) != batch.last_seq - batch.prev_seq):
+            raise UsageError(f"session {batch.session_id!r}: an append's events must number "
+                             f"on from its prev_seq {batch.prev_seq} without gaps")
+        await self._appends.submit_nowait(batch)
 
     async def _append_batch(self, batches: list[Append]) -> list[BaseException | None]:
         retried = False
@@ -254,11 +326,9 @@ class PostgresStore:
         return outcomes
 
     async def _write(self, batches: list[Append]) -> set[int]:
-        params = _append_params(batches)
-        pool = await self._open()
-        async with pool.connection() as conn:
-            rows = await (await conn.execute(self._append_sql, params)).fetchall()
-        return {r[0] for r in rows}
+        """One try at a group commit: the indexes (from 0) of the appends that passed."""
+        rows = await self._on_writer(self._append_sql, _append_params(batches))
+        return {r[0] - 1 for r in rows}
 
     async def _stale(self, batch: Append, retried: bool) -> Exception:
         try:
@@ -343,23 +413,34 @@ class _AlreadyWritten(Exception):
     """Not an error: the retried append had been committed by its first try."""
 
 
-def _append_params(batches: list[Append]) -> tuple[str]:
-    """The JSON document of one group-committed append statement (see ``_APPEND``)."""
+def _append_params(batches: list[Append]) -> dict[str, Any]:
+    """The parameters of one group-committed append statement (see ``_APPEND``)."""
     appends: list[tuple[Any, ...]] = []
-    events: list[tuple[Any, ...]] = []
+    bodies: list[bytes] = []
     messages: list[tuple[Any, ...]] = []
     checkpoints: list[tuple[Any, ...]] = []
-    for n, b in enumerate(batches):
+    for n, b in enumerate(batches, start=1):
         sid = b.session_id
-        appends.append((n, sid, b.epoch, b.prev_seq, b.last_seq, b.state))
-        events.extend((n, sid, e["seq"], e["turn_id"], e["kind"], e) for e in b.events)
-        messages.extend((n, m.message_id, sid, m.user_id, m.role, m.content, m.tool_calls,
-                         m.tool_call_id, m.created_at) for m in b.messages)
+        events = b.events
+        turn = events[0]["turn_id"] if events else None
+        turns = None
+        for e in events:
+            if e["turn_id"] != turn:  # events of more than one turn: named one by one
+                turns = [e["turn_id"] for e in events]
+                break
+        appends.append((n, sid, b.epoch, b.prev_seq, b.last_seq, b.state, turn,
+                        [e["kind"] for e in events], turns))
+        blob = b.events_json
+        bodies.append(blob if blob is not None else to_json(events, serialize_unknown=True))
+        if b.messages:
+            messages.extend((n, m.message_id, sid, m.user_id, m.role, m.content, m.tool_calls,
+                             m.tool_call_id, m.created_at) for m in b.messages)
         if b.checkpoint is not None:
             c = b.checkpoint
             checkpoints.append((n, sid, c.seq, c.state, c.data))
-    doc = {"i": appends, "e": events, "m": messages, "c": checkpoints}
-    return (to_json(doc, serialize_unknown=True).decode(),)
+    return {"i": to_json(appends).decode(), "e": b"\x1e".join(bodies).decode(),
+            "m": to_json(messages, serialize_unknown=True).decode() if messages else "[]",
+            "c": to_json(checkpoints, serialize_unknown=True).decode() if checkpoints else "[]"}
 
 
 def _redact(url: str) -> str:

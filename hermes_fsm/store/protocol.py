@@ -96,6 +96,9 @@ class Append:
         epoch: the writer's claim (the fencing check).
         state: the session's graph state after the step.
         messages, checkpoint: written with a turn's last step.
+        events_json: ``events`` already serialized as one JSON array, when the writer has
+            it (the engine serializes a step's events once, for the store and its own
+            log); a store may use it rather than serialize ``events`` again.
     """
 
     session_id: str
@@ -105,6 +108,7 @@ class Append:
     events: Sequence[dict[str, Any]]
     messages: Sequence[Message] = ()
     checkpoint: Checkpoint | None = None
+    events_json: bytes | None = None
     last_seq: int = field(init=False)
 
     def __post_init__(self) -> None:
