@@ -76,6 +76,7 @@ class ToolExecutor:
         output}`` or ``{call_id, tool_name, success: false, error_code, message,
         retryable}``.
         """
+        await self.registry.breaker.refresh()  # tools tripped in other processes
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
         return list(await asyncio.gather(*(self._run_one(*c, emit, caller, journal)

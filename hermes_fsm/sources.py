@@ -65,6 +65,10 @@ class FixedClock:
         self._next = current + self._step
         return current
 
+    def advance(self, delta: timedelta) -> None:
+        """Jump ``delta`` ahead (tests of windows and expiry, without sleeping)."""
+        self._next += delta
+
 
 class UuidIds:
     """Random ids: ``<prefix>-<32 hex digits>`` (128 random bits, like a uuid4)."""

@@ -9,13 +9,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
-from .breaker import WindowBreaker
+from .breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
 from .config import HermesConfig
 from .executor import ToolExecutor
 from .mcp_servers import MCPServers
 from .permissions import Caller, Permissions
+from .sources import Clock
 from .tool_contracts import default_tool_contract_dir, load_tool_contracts
 from .tools import ToolRegistry
 
@@ -31,9 +33,14 @@ class Toolbox:
     mcp: MCPServers
 
     @classmethod
-    def from_config(cls, config: HermesConfig, registry: ToolRegistry | None = None,
+    def from_config(cls, config: HermesConfig, registry: ToolRegistry | None = None, *,
+                    outcomes: Any = None, clock: Clock | None = None,
                     **executor_options: Any) -> Toolbox:
         """Local demo tools (unless ``registry`` is given), permissions, breaker, MCP servers.
+
+        With ``outcomes`` (the memory's experience log) the breaker also reads the log's
+        failure rates (``tools.breaker.experience``), on ``clock``: the clock the log's
+        entries are stamped with.
 
         Raises:
             ContractError: a pinned tool contract is malformed.
@@ -47,8 +54,16 @@ class Toolbox:
             {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},
             tuple(perms.default_roles))
         b = config.tools.breaker
-        registry.breaker = WindowBreaker(window=b.window, min_calls=b.min_calls,
-                                         failure_rate=b.failure_rate, cooldown_s=b.cooldown_s)
+        breaker: CircuitBreaker = WindowBreaker(
+            window=b.window, min_calls=b.min_calls, failure_rate=b.failure_rate,
+            cooldown_s=b.cooldown_s)
+        if outcomes is not None and b.experience.enabled:
+            e = b.experience
+            breaker = ExperienceBreaker(
+                outcomes, local=breaker, window=timedelta(seconds=e.window_s),
+                min_calls=e.min_calls, failure_rate=e.failure_rate, refresh_s=e.refresh_s,
+                clock=clock)
+        registry.breaker = breaker
         pinned: dict[str, Any] = {}
         if config.mcp_servers:
             directory = config.tools.contracts_dir or default_tool_contract_dir()

@@ -55,23 +55,16 @@ def _bucket(feature: str, dim: int) -> tuple[int, float]:
     return number % dim, (1.0 if (number >> 63) & 1 else -1.0)
 
 
-def _features(text: str) -> list[tuple[str, float]]:
-    feats: list[tuple[str, float]] = []
-    words: list[str] = []
-    for token in _TOKEN.findall(text.lower()):
-        if _CJK.match(token):
-            feats.extend((f"c:{ch}", 1.0) for ch in token)
-            feats.extend((f"c2:{token[i:i + 2]}", 1.5) for i in range(len(token) - 1))
-            words.append(token)
-            continue
-        if token in _STOP:
-            continue
-        words.append(token)
-        feats.append((f"w:{token}", 2.0))
-        padded = f"<{token}>"
-        feats.extend((f"t:{padded[i:i + 3]}", 0.5) for i in range(len(padded) - 2))
-    feats.extend((f"b:{a} {b}", 1.0) for a, b in itertools.pairwise(words))
-    return feats
+def _token_features(token: str) -> tuple[tuple[str, float], ...] | None:
+    """A token's own features with their weights (``None`` for a stop word)."""
+    if _CJK.match(token):
+        return (*((f"c:{ch}", 1.0) for ch in token),
+                *((f"c2:{token[i:i + 2]}", 1.5) for i in range(len(token) - 1)))
+    if token in _STOP:
+        return None
+    padded = f"<{token}>"
+    return (f"w:{token}", 2.0), *((f"t:{padded[i:i + 3]}", 0.5)
+                                  for i in range(len(padded) - 2))
 
 
 class HashingEmbedder:
@@ -84,18 +77,56 @@ class HashingEmbedder:
     def __init__(self, dim: int = 512) -> None:
         self.dim = dim
         self.name = f"hashing-{dim}"
+        # per token, its features' buckets and signed weights; None for a stop word
+        self._tokens: dict[str, tuple[list[int], list[float]] | None] = {}
+
+    def _token(self, token: str) -> tuple[list[int], list[float]] | None:
+        if token in self._tokens:
+            return self._tokens[token]
+        features = _token_features(token)
+        if features is None:
+            self._tokens[token] = None
+            return None
+        indices, weights = [], []
+        for feature, weight in features:
+            index, sign = _bucket(feature, self.dim)
+            indices.append(index)
+            weights.append(sign * weight)
+        self._tokens[token] = (indices, weights)
+        return indices, weights
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """One unit vector per text (all zeros for a text with no features)."""
+        """One unit vector per text (all zeros for a text with no features).
+
+        Every weight is a multiple of 0.5, so every sum and sum of squares here is exact:
+        the order of the additions (numpy's) cannot change a bit of the result.
+        """
+        import numpy as np
+
         out = []
         dim = self.dim
+        if len(self._tokens) > 100_000:
+            self._tokens.clear()
         for text in texts:
-            vector = [0.0] * dim
-            for feature, weight in _features(text):
-                index, sign = _bucket(feature, dim)
-                vector[index] += sign * weight
-            norm = math.sqrt(sum(x * x for x in vector))
-            out.append([x / norm for x in vector] if norm else vector)
+            indices: list[int] = []
+            weights: list[float] = []
+            words = []
+            for token in _TOKEN.findall(text.lower()):
+                own = self._token(token)
+                if own is not None:
+                    words.append(token)
+                    indices += own[0]
+                    weights += own[1]
+            for a, b in itertools.pairwise(words):
+                index, sign = _bucket(f"b:{a} {b}", dim)
+                indices.append(index)
+                weights.append(sign)
+            if not indices:
+                out.append([0.0] * dim)
+                continue
+            vector = np.bincount(indices, weights, minlength=dim)
+            norm = math.sqrt(float(vector @ vector))
+            out.append((vector / norm).tolist() if norm else vector.tolist())
         return out
 
 

@@ -6,7 +6,9 @@ which call (``tool``, ``arguments``) and what came of it (``ok``, ``error_code``
 the same entry twice keeps one.
 
 The log feeds back: :class:`ToolOutcomes` is what the tool layer's circuit breaker reads
-(``failure_rate``) and what planning is shown (``similar_outcomes``).
+(``failure_rates``: every tool's calls and failures over a window, across all sessions and
+processes writing to the log; see :class:`~hermes_fsm.breaker.ExperienceBreaker`) and what
+planning is shown (``similar_outcomes``).
 Backends: :mod:`.sqlite_experience` (the embedded default), :mod:`.postgres_experience`.
 """
 
@@ -20,9 +22,15 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from .embedders import Embedder
 
-__all__ = ["Experience", "ExperienceLog", "ToolOutcomes", "rank_similar"]
+__all__ = ["NOT_CALLED", "Experience", "ExperienceLog", "ToolHealth", "ToolOutcomes",
+           "rank_similar"]
 
 ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit"]
+
+NOT_CALLED = ("CIRCUIT_OPEN", "VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
+              "OUTCOME_UNKNOWN")
+"""Error codes of calls refused before the tool ran. Failure rates leave them out: they say
+nothing about the tool, and counting a breaker's own refusals would keep it open forever."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,13 +66,40 @@ class Experience:
     score: float | None = field(default=None, compare=False)
 
 
+@dataclass(frozen=True, slots=True)
+class ToolHealth:
+    """How a tool fared within a window: ``calls`` made, ``failed`` of them.
+
+    >>> ToolHealth("flaky", calls=4, failed=3).failure_rate
+    0.75
+    """
+
+    tool: str
+    calls: int
+    failed: int
+
+    @property
+    def failure_rate(self) -> float:
+        return self.failed / self.calls if self.calls else 0.0
+
+
 @runtime_checkable
 class ToolOutcomes(Protocol):
-    """What the tool layer and planning read from experience."""
+    """What the tool layer and planning read from experience.
+
+    Rates count ``tool_call`` entries whose time is in ``(now - window, now]``, of every
+    user, session and process writing to the log, except calls refused before the tool
+    ran (:data:`NOT_CALLED`).
+    """
 
     async def failure_rate(self, tool: str, window: timedelta,
                            now: datetime | None = None) -> float:
         """Failed calls / calls of ``tool`` within ``window`` before ``now`` (0.0 if none)."""
+        ...
+
+    async def failure_rates(self, window: timedelta,
+                            now: datetime | None = None) -> dict[str, ToolHealth]:
+        """Every tool called within ``window`` before ``now``, by name (one query)."""
         ...
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:

@@ -18,7 +18,7 @@ from typing import Any
 from ..errors import MemoryStoreError
 from ..pg_pool import close_pool, drop_schema, open_pool
 from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, top_requests
+from .experience import NOT_CALLED, Experience, ToolHealth, top_requests
 
 __all__ = ["PostgresExperienceLog"]
 
@@ -34,7 +34,19 @@ _MIGRATIONS = [
     CREATE INDEX IF NOT EXISTS hermes_experience_user_at
         ON {schema}.hermes_experience (user_id, at);
     """,
+    # failure_rates reads one window of every tool's calls
+    "CREATE INDEX IF NOT EXISTS hermes_experience_kind_at ON {schema}.hermes_experience "
+    "(kind, at);",
 ]
+_WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
+           "AND coalesce(error_code, '') <> ALL(%s)")
+# one array per column, sent in binary: the statement's text is the same for any number of
+# rows (a multi-row VALUES list made psycopg parse a new, long query for every batch, and
+# text-format arrays cost a regular-expression escape per value)
+_INSERT = ("INSERT INTO {table} ({columns}) SELECT * FROM unnest(%b::text[], %b::text[], "
+           "%b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::boolean[], %b::text[], "
+           "%b::text[], %b::jsonb[], %b::text[], %b::jsonb[], %b::float8[], %b::text[], "
+           "%b::integer[]) ON CONFLICT (entry_id) DO NOTHING")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
             "error_code, detail, duration_ms, caused_by, event_seq")
 
@@ -60,6 +72,7 @@ class PostgresExperienceLog:
         self._pool_size = pool_size
         self._pool: Any = None
         self._table = f'"{schema}".hermes_experience'
+        self._insert = _INSERT.format(table=self._table, columns=_COLUMNS)
 
     async def _open(self) -> Any:
         if self._pool is not None:
@@ -86,28 +99,25 @@ class PostgresExperienceLog:
                                    (number,))
 
     async def record(self, entries: Sequence[Experience]) -> int:
+        """One transaction, one ``INSERT`` of all entries (one array per column)."""
         if not entries:
             return 0
         from psycopg.types.json import Jsonb
 
         pool = await self._open()
-        rows = [(e.entry_id, e.kind, e.user_id, e.session_id, e.turn_id, e.at, e.ok, e.tool,
-                 e.request, Jsonb(e.arguments), e.error_code, Jsonb(e.detail), e.duration_ms,
-                 e.caused_by, e.event_seq) for e in entries]
+        columns = [[e.entry_id for e in entries], [e.kind for e in entries],
+                   [e.user_id for e in entries], [e.session_id for e in entries],
+                   [e.turn_id for e in entries], [e.at for e in entries],
+                   [bool(e.ok) for e in entries], [e.tool for e in entries],
+                   [e.request for e in entries], [Jsonb(e.arguments) for e in entries],
+                   [e.error_code for e in entries], [Jsonb(e.detail) for e in entries],
+                   [float(e.duration_ms) for e in entries], [e.caused_by for e in entries],
+                   [e.event_seq for e in entries]]
         try:
-            async with pool.connection() as conn:
-                async with conn.transaction():
-                    async with conn.cursor() as cur:
-                        await cur.executemany(
-                            f"INSERT INTO {self._table} ({_COLUMNS}) VALUES "
-                            f"({', '.join(['%s'] * 15)}) ON CONFLICT (entry_id) DO NOTHING "
-                            "RETURNING entry_id", rows, returning=True)
-                        new = 0
-                        while True:
-                            new += len(await cur.fetchall())
-                            if not cur.nextset():
-                                break
-                    await self._before_commit(conn)
+            async with pool.connection() as conn, conn.transaction():
+                cur = await conn.execute(self._insert, columns)
+                new = max(0, int(cur.rowcount))
+                await self._before_commit(conn)
         except Exception as exc:
             raise MemoryStoreError(
                 f"{self.name}: write failed ({type(exc).__name__}: {exc}); the batch was one "
@@ -131,9 +141,16 @@ class PostgresExperienceLog:
         now = now or datetime.now(UTC)
         (total, failed), = await self._fetch(
             f"SELECT count(*), count(*) FILTER (WHERE NOT ok) FROM {self._table} "
-            "WHERE kind = 'tool_call' AND tool = %s AND at > %s AND at <= %s",
-            (tool, now - window, now))
+            f"WHERE tool = %s AND {_WINDOW}", (tool, now - window, now, list(NOT_CALLED)))
         return failed / total if total else 0.0
+
+    async def failure_rates(self, window: timedelta,
+                            now: datetime | None = None) -> dict[str, ToolHealth]:
+        now = now or datetime.now(UTC)
+        rows = await self._fetch(
+            f"SELECT tool, count(*), count(*) FILTER (WHERE NOT ok) FROM {self._table} "
+            f"WHERE {_WINDOW} GROUP BY tool", (now - window, now, list(NOT_CALLED)))
+        return {tool: ToolHealth(tool, int(calls), int(failed)) for tool, calls, failed in rows}
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         candidates = await self._fetch(

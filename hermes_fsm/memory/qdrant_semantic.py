@@ -7,21 +7,25 @@ Local mode (``path=`` or ``":memory:"``) is brute force in Python and ignores pa
 indexes: a filtered query over 10k points takes about half a second. Since ``path=``
 locks the store to one process, nothing else can write to it, so this store keeps an
 in-memory index (:class:`InProcessSemanticStore`) loaded at open and written through:
-Qdrant stays the store of record, recall reads the index.
+Qdrant stays the store of record, recall reads the index. In local mode a write (status
+changes and new items of any number of commits) names points by id — no filter scans
+every point — and is one SQLite transaction on disk (:func:`~.qdrant_local.one_transaction`).
 
 Requires qdrant-client (a core dependency: it is the embedded default).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from ..errors import MemoryStoreError, VectorSizeMismatch
 from .items import MemoryItem, Status
-from .semantic import InProcessSemanticStore
+from .qdrant_local import one_transaction
+from .semantic import InProcessSemanticStore, Mark
 
 __all__ = ["QdrantSemanticStore"]
 
@@ -129,6 +133,10 @@ class QdrantSemanticStore:
 
     async def put(self, items: Sequence[MemoryItem],
                   vectors: Sequence[Sequence[float]]) -> None:
+        await self.write((), items, vectors)
+
+    async def write(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
+                    vectors: Sequence[Sequence[float]]) -> None:
         from qdrant_client import models
 
         client = await self._open()
@@ -136,13 +144,45 @@ class QdrantSemanticStore:
             if len(vector) != self.dim:
                 raise VectorSizeMismatch(f"{self.name}: holds vectors of size {self.dim}, "
                                          f"got one of size {len(vector)}")
-        points = [models.PointStruct(id=item.item_id, vector=list(vector),
-                                     payload={**item.to_payload(),
-                                              "updated_ts": item.updated_at.timestamp()})
-                  for item, vector in zip(items, vectors, strict=True)]
-        await self._call(client.upsert(self.collection, points=points, wait=True), "write")
-        if self._index is not None:
-            await self._index.put(items, vectors)
+        points = [_point(item, list(vector)) for item, vector in zip(items, vectors,
+                                                                      strict=True)]
+        if self._index is not None:  # local mode: marks by id (no filter scans every point)
+            index = self._index
+            owned = [(mark, [i.item_id for i in await index.get(mark.user_id, mark.item_ids)])
+                     for mark in marks]  # the user's items only
+
+            async def write_local() -> None:
+                for mark, ids in owned:
+                    if ids:
+                        await client.set_payload(self.collection, payload=_status(mark),
+                                                 points=ids, wait=True)
+                if points:
+                    await client.upsert(self.collection, points=points, wait=True)
+
+            if points or any(ids for _, ids in owned):
+                await self._write_local("write", write_local)
+            await index.write(marks, items, vectors)
+            return
+        for mark in marks:
+            await self._call(client.set_payload(
+                self.collection, payload=_status(mark), wait=True, points=self._user_filter(
+                    mark.user_id, models.HasIdCondition(has_id=list(mark.item_ids)))),
+                "status update")
+        if points:
+            await self._call(client.upsert(self.collection, points=points, wait=True), "write")
+
+    async def _write_local(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
+        """``call()``, a write of the local store, as one transaction on disk."""
+        on_disk = False
+        try:
+            with one_transaction(self._client, self.collection) as on_disk:
+                await call()
+        except Exception as exc:
+            if on_disk:  # qdrant's memory may be ahead of its file: reload on next use
+                await self.close()
+            raise MemoryStoreError(
+                f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); it was one "
+                "transaction, so nothing of it was stored; the commit will be retried") from exc
 
     async def _call(self, coro: Any, what: str) -> Any:
         try:
@@ -186,24 +226,12 @@ class QdrantSemanticStore:
 
     async def mark(self, user_id: str, item_ids: Sequence[str], status: Status,
                    superseded_by: str | None, now: datetime) -> None:
-        if not item_ids:
-            return
-        from qdrant_client import models
-
-        client = await self._open()
-        payload = {"status": status, "superseded_by": superseded_by,
-                   "updated_at": now.isoformat(), "updated_ts": now.timestamp()}
-        await self._call(client.set_payload(
-            self.collection, payload=payload, wait=True,
-            points=self._user_filter(user_id, models.HasIdCondition(has_id=list(item_ids)))),
-            "status update")
-        if self._index is not None:
-            await self._index.mark(user_id, item_ids, status, superseded_by, now)
+        if item_ids:
+            await self.write([Mark(user_id, tuple(item_ids), status, superseded_by, now)],
+                             (), ())
 
     async def search(self, user_id: str, vector: Sequence[float],
                      limit: int) -> list[MemoryItem]:
-        from dataclasses import replace
-
         if self._absent():
             return []
         from qdrant_client import models
@@ -251,15 +279,36 @@ class QdrantSemanticStore:
         from qdrant_client import models
 
         client = await self._open()
+        if self._index is not None:  # local mode: by id, one transaction
+            ids = [i.item_id for i in await self._index.items(user_id)]
+            if ids:
+                await self._write_local("delete", lambda: client.delete(
+                    self.collection, points_selector=models.PointIdsList(points=ids),
+                    wait=True))
+            await self._index.delete_user(user_id)
+            return len(ids)
         removed = await self.count(user_id)
         await self._call(client.delete(
             self.collection, points_selector=models.FilterSelector(
                 filter=self._user_filter(user_id)), wait=True), "delete")
-        if self._index is not None:
-            await self._index.delete_user(user_id)
         return removed
 
     async def close(self) -> None:
         if self._client is not None:
             client, self._client, self._index = self._client, None, None
             await client.close()
+
+
+def _status(mark: Mark) -> dict[str, Any]:
+    """The payload fields a mark changes."""
+    return {"status": mark.status, "superseded_by": mark.superseded_by,
+            "updated_at": mark.at.isoformat(), "updated_ts": mark.at.timestamp()}
+
+
+def _point(item: MemoryItem, vector: list[float]) -> Any:
+    """A point of an item (built unvalidated: Qdrant validates the points it is sent, and
+    pydantic checking 512 floats a point cost as much as the write itself)."""
+    from qdrant_client import models
+
+    return models.PointStruct.model_construct(id=item.item_id, vector=vector, payload={
+        **item.to_payload(), "updated_ts": item.updated_at.timestamp()})

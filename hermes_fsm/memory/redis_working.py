@@ -4,6 +4,7 @@ Keys are ``{prefix}:{sha(user)}:{sha(session)}:recent`` (a list of JSON messages
 ``…:slots`` (a hash of JSON values). User and session ids are hashed, so no id can reach
 into another user's keys (``*``, ``:`` or ``?`` in an id mean nothing). Each write is one
 Lua script (atomic in Redis): a connection lost mid-write leaves nothing half-written.
+Several turns' writes go in one ``MULTI``/``EXEC`` pipeline: one round trip, all or none.
 
 Requires the ``redis`` extra: ``pip install 'hermes-fsm[redis]'``.
 """
@@ -16,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import MemoryStoreError
-from .working import DEFAULT_TTL_S
+from .working import DEFAULT_TTL_S, TurnWrite
 
 __all__ = ["RedisWorkingMemory"]
 
@@ -69,14 +70,30 @@ class RedisWorkingMemory:
                           messages: Sequence[Mapping[str, Any]], slots: Mapping[str, Any],
                           window: int = 20) -> bool:
         """Append messages, set slots, refresh the TTL: one Lua script, idempotent per turn."""
-        args: list[Any] = [turn_id, window, max(1, int(self.ttl_s * 1000)), len(messages)]
-        args += [json.dumps(dict(m), ensure_ascii=False) for m in messages]
-        for name, value in slots.items():
-            args += [name, json.dumps(value, ensure_ascii=False)]
         done = await self._run("turn write", self._redis().eval(
-            _RECORD_TURN, 2, self._key(user_id, session_id, "recent"),
-            self._key(user_id, session_id, "slots"), *args))
+            *self._script_args(TurnWrite(user_id, session_id, turn_id, messages, slots,
+                                         window))))
         return bool(done)
+
+    async def record_turns(self, turns: Sequence[TurnWrite]) -> list[bool]:
+        """Each turn's script in one ``MULTI``/``EXEC``: one round trip; a connection lost
+        before ``EXEC`` reaches Redis runs none of them."""
+        if not turns:
+            return []
+        pipe = self._redis().pipeline(transaction=True)
+        for turn in turns:
+            pipe.eval(*self._script_args(turn))
+        done = await self._run("turn writes", pipe.execute())
+        return [bool(d) for d in done]
+
+    def _script_args(self, turn: TurnWrite) -> list[Any]:
+        args: list[Any] = [_RECORD_TURN, 2, self._key(turn.user_id, turn.session_id, "recent"),
+                           self._key(turn.user_id, turn.session_id, "slots"), turn.turn_id,
+                           turn.window, max(1, int(self.ttl_s * 1000)), len(turn.messages)]
+        args += [json.dumps(dict(m), ensure_ascii=False) for m in turn.messages]
+        for name, value in turn.slots.items():
+            args += [name, json.dumps(value, ensure_ascii=False)]
+        return args
 
     async def recent(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
         raw = await self._run("read", self._redis().lrange(

@@ -9,7 +9,7 @@ read index of the Qdrant local-mode store (see :mod:`.qdrant_semantic`).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
@@ -18,7 +18,19 @@ import numpy as np
 from ..errors import VectorSizeMismatch
 from .items import MemoryItem, Status
 
-__all__ = ["InProcessSemanticStore", "SemanticStore"]
+__all__ = ["InProcessSemanticStore", "Mark", "SemanticStore"]
+
+
+@dataclass(frozen=True, slots=True)
+class Mark:
+    """A status change of items of one user: ``superseded`` (by ``superseded_by``) or
+    ``deleted``, at ``at``. Items of other users named in ``item_ids`` are left alone."""
+
+    user_id: str
+    item_ids: tuple[str, ...]
+    status: Status
+    superseded_by: str | None
+    at: datetime
 
 
 @runtime_checkable
@@ -43,6 +55,12 @@ class SemanticStore(Protocol):
     async def mark(self, user_id: str, item_ids: Sequence[str], status: Status,
                    superseded_by: str | None, now: datetime) -> None:
         """Set the status (and the superseding item) of items of ``user_id``."""
+        ...
+
+    async def write(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
+                    vectors: Sequence[Sequence[float]]) -> None:
+        """Apply ``marks``, then upsert ``items`` (of any users): one write where the
+        backend can (the commits of many turns go through here together)."""
         ...
 
     async def search(self, user_id: str, vector: Sequence[float],
@@ -107,11 +125,21 @@ class InProcessSemanticStore:
 
     async def put(self, items: Sequence[MemoryItem],
                   vectors: Sequence[Sequence[float]]) -> None:
+        await self.write((), items, vectors)
+
+    async def write(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
+                    vectors: Sequence[Sequence[float]]) -> None:
         checked = [self._check(v) for v in vectors]  # all or nothing
+        for mark in marks:
+            self._mark(mark)
         for item, vector in zip(items, checked, strict=True):
             self._store(item)
             self._vectors.setdefault(item.user_id, {})[item.item_id] = vector
             self._index.pop(item.user_id, None)
+
+    def vector(self, user_id: str, item_id: str) -> np.ndarray | None:
+        """The stored (normalized) vector of an item of ``user_id``."""
+        return self._vectors.get(user_id, {}).get(item_id)
 
     async def get(self, user_id: str, item_ids: Sequence[str]) -> list[MemoryItem]:
         mine = self._items.get(user_id, {})
@@ -123,12 +151,15 @@ class InProcessSemanticStore:
 
     async def mark(self, user_id: str, item_ids: Sequence[str], status: Status,
                    superseded_by: str | None, now: datetime) -> None:
-        mine = self._items.get(user_id, {})
-        for i in item_ids:
+        self._mark(Mark(user_id, tuple(item_ids), status, superseded_by, now))
+
+    def _mark(self, mark: Mark) -> None:
+        mine = self._items.get(mark.user_id, {})
+        for i in mark.item_ids:
             if i in mine:
-                self._store(replace(mine[i], status=status, superseded_by=superseded_by,
-                                    updated_at=now))
-        self._index.pop(user_id, None)
+                self._store(replace(mine[i], status=mark.status,
+                                    superseded_by=mark.superseded_by, updated_at=mark.at))
+        self._index.pop(mark.user_id, None)
 
     async def search(self, user_id: str, vector: Sequence[float],
                      limit: int) -> list[MemoryItem]:
@@ -148,7 +179,9 @@ class InProcessSemanticStore:
         ids, matrix = index
         if not ids:
             return []
-        scores = matrix @ self._check(vector)
+        # einsum, not BLAS: on a small shared machine BLAS threads made a 10k-item
+        # recall wait several times longer than this single-threaded loop takes
+        scores = np.einsum("ij,j->i", matrix, self._check(vector))
         limit = min(limit, len(ids))
         top = np.argpartition(-scores, limit - 1)[:limit]
         top = top[np.argsort(-scores[top])]

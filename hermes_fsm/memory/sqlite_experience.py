@@ -17,7 +17,7 @@ from typing import Any
 
 from ..errors import MemoryStoreError
 from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, top_requests
+from .experience import NOT_CALLED, Experience, ToolHealth, top_requests
 
 __all__ = ["SQLiteExperienceLog"]
 
@@ -32,7 +32,11 @@ _MIGRATIONS = [
     CREATE INDEX IF NOT EXISTS hermes_experience_tool_at ON hermes_experience (tool, at);
     CREATE INDEX IF NOT EXISTS hermes_experience_user_at ON hermes_experience (user_id, at);
     """,
+    # failure_rates reads one window of every tool's calls
+    "CREATE INDEX IF NOT EXISTS hermes_experience_kind_at ON hermes_experience (kind, at);",
 ]
+_WINDOW = (f"kind = 'tool_call' AND at > ? AND at <= ? AND tool IS NOT NULL "
+           f"AND coalesce(error_code, '') NOT IN ({', '.join('?' * len(NOT_CALLED))})")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
             "error_code, detail, duration_ms, caused_by, event_seq")
 
@@ -91,10 +95,23 @@ class SQLiteExperienceLog:
                            now: datetime | None = None) -> float:
         now = now or datetime.now(UTC)
         total, failed = self._conn().execute(
-            "SELECT count(*), coalesce(sum(1 - ok), 0) FROM hermes_experience "
-            "WHERE kind = 'tool_call' AND tool = ? AND at > ? AND at <= ?",
-            (tool, (now - window).timestamp(), now.timestamp())).fetchone()
+            f"SELECT count(*), coalesce(sum(1 - ok), 0) FROM hermes_experience "
+            f"WHERE tool = ? AND {_WINDOW}",
+            (tool, (now - window).timestamp(), now.timestamp(), *NOT_CALLED)).fetchone()
         return failed / total if total else 0.0
+
+    async def failure_rates(self, window: timedelta,
+                            now: datetime | None = None) -> dict[str, ToolHealth]:
+        now = now or datetime.now(UTC)
+        try:
+            rows = self._conn().execute(
+                f"SELECT tool, count(*), coalesce(sum(1 - ok), 0) FROM hermes_experience "
+                f"WHERE {_WINDOW} GROUP BY tool",
+                ((now - window).timestamp(), now.timestamp(), *NOT_CALLED)).fetchall()
+        except sqlite3.Error as exc:
+            raise MemoryStoreError(f"{self.name}: read failed ({exc}); check the file "
+                                   "(memory.data_dir)") from exc
+        return {tool: ToolHealth(tool, calls, failed) for tool, calls, failed in rows}
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         conn = self._conn()
@@ -132,10 +149,13 @@ class SQLiteExperienceLog:
             self._db = None
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
+"""``json.dumps(value, ensure_ascii=False, default=str)`` without a new encoder per call."""
+
+
 def _row(e: Experience) -> tuple[Any, ...]:
     return (e.entry_id, e.kind, e.user_id, e.session_id, e.turn_id, e.at.timestamp(), int(e.ok),
-            e.tool, e.request, json.dumps(e.arguments, ensure_ascii=False, default=str),
-            e.error_code, json.dumps(e.detail, ensure_ascii=False, default=str), e.duration_ms,
+            e.tool, e.request, _dumps(e.arguments), e.error_code, _dumps(e.detail), e.duration_ms,
             e.caused_by, e.event_seq)
 
 

@@ -10,6 +10,13 @@ A commit (``apply``) writes, in order: the semantic items (upserts by determinis
 id: supersessions first, then the new items, so a commit cut short converges when
 retried), the experience entries (one transaction, keyed), and the working memory (one
 atomic, per-turn idempotent write). A retried or replayed commit writes nothing twice.
+
+Commits of concurrent turns waiting at the same moment are written together (a group
+commit, see :mod:`.commit`): one semantic write, one experience transaction and one
+working-memory round trip for the batch, while each caller still awaits its own outcome.
+A batch holds at most one commit per user, and one batch is written at a time, so each
+commit sees what the user's previous one wrote. A failed batch fails each of its commits
+(each is then retried on its own by the caller, see :class:`~.background.BackgroundCommits`).
 """
 
 from __future__ import annotations
@@ -20,10 +27,12 @@ from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
 from ..state_contracts import MemoryUpdate
+from ..store.group_commit import GroupCommit
 from .background import BackgroundCommits
+from .commit import Commit, Plan, plan, write
 from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, ExperienceLog
-from .items import MemoryItem, Status, WriteOutcome, item_id, item_text
+from .experience import ExperienceLog
+from .items import MemoryItem, WriteOutcome
 from .recall import RecallPolicy
 from .semantic import InProcessSemanticStore, SemanticStore
 from .sqlite_experience import SQLiteExperienceLog
@@ -75,6 +84,8 @@ class TieredMemory:
         self.policy = policy or RecallPolicy()
         self.background = background or BackgroundCommits()
         self.window = window
+        self._commits: GroupCommit[Commit, list[WriteOutcome]] = GroupCommit(
+            self._write_batch, key=lambda c: c.user_id, max_in_flight=1)
 
     # --- recall -------------------------------------------------------------------------
 
@@ -100,9 +111,9 @@ class TieredMemory:
                 continue
             score = (item.score or 0.0) * policy.decay(item, now)
             if score >= policy.threshold:
-                scored.append(replace(item, score=score))
-        scored.sort(key=lambda i: i.score or 0.0, reverse=True)
-        return scored[:k]
+                scored.append((score, item))
+        scored.sort(key=lambda pair: pair[0], reverse=True)
+        return [replace(item, score=score) for score, item in scored[:k]]
 
     async def items(self, user_id: str) -> list[MemoryItem]:
         """Every item of ``user_id`` (any status), oldest first."""
@@ -117,80 +128,20 @@ class TieredMemory:
         Raises:
             MemoryStoreError: a store failed; what was written is safe to write again.
         """
-        session_id = str(context.get("session_id") or "")
-        text = str(context.get("text") or "")
-        domain = context.get("domain")
-        outcomes = await self._apply_semantic(user_id, turn_id, updates, now, text, domain,
-                                              context.get("event_seq"))
-        entries = list(context.get("experiences") or ())
-        for index, update in enumerate(updates):
-            entries.append(Experience(
-                entry_id=item_id(user_id, turn_id, index), at=now,
-                kind="feedback" if update.memory_type == "correction" else "memory_commit",
-                user_id=user_id, session_id=session_id, turn_id=turn_id, request=text,
-                detail={"key": update.key, "update_type": update.update_type,
-                        "value": update.value}))
-        await self.experience.record(entries)
-        if session_id:
-            messages = [{"role": "user", "content": text}] if text else []
-            if context.get("answer"):
-                messages.append({"role": "assistant", "content": str(context["answer"])})
-            slots = {u.key: u.value for u in updates
-                     if u.memory_type == "progress" and u.update_type != "deprecate"}
-            await self.working.record_turn(user_id, session_id, turn_id, messages, slots,
-                                           self.window)
-        return outcomes
+        return await self._commits.submit(Commit(user_id, turn_id, tuple(updates), now,
+                                                 context))
 
-    async def _apply_semantic(self, user_id: str, turn_id: str, updates: Sequence[MemoryUpdate],
-                              now: datetime, text: str, domain: str | None,
-                              event_seq: int | None) -> list[WriteOutcome]:
-        ids = [item_id(user_id, turn_id, i) for i in range(len(updates))]
-        done = {i.item_id for i in await self.semantic.get(user_id, ids)} if ids else set()
-        outcomes: list[WriteOutcome] = []
-        pending: dict[str, MemoryItem] = {}  # key -> new item of this commit, not yet written
-        written: list[MemoryItem] = []
-        marks: list[tuple[list[str], Status, str | None]] = []
-        for index, update in enumerate(updates):
-            new_id = ids[index]
-            if new_id in done:
-                outcomes.append(WriteOutcome(update.key, update.update_type, "skipped",
-                                             "already applied by this turn", new_id))
-                continue
-            earlier = pending.pop(update.key, None)
-            if earlier is not None:
-                status: Status = ("deleted" if update.update_type == "deprecate"
-                                  else "superseded")
-                written[written.index(earlier)] = replace(
-                    earlier, status=status,
-                    superseded_by=None if status == "deleted" else new_id)
-                current: list[str] = []
-            else:
-                current = [i.item_id for i in await self.semantic.active(user_id, update.key,
-                                                                         domain)
-                           if i.item_id != new_id]
-            deprecate = update.update_type == "deprecate"
-            if current:
-                marks.append((current, "deleted" if deprecate else "superseded",
-                              None if deprecate else new_id))
-            item = MemoryItem(
-                user_id=user_id, key=update.key, value=update.value,
-                memory_type=update.memory_type, confidence=update.confidence,
-                status="deleted" if deprecate else "active", created_at=now, updated_at=now,
-                evidence=update.evidence, turn_id=turn_id, item_id=new_id, domain=domain,
-                event_seq=event_seq, operation=update.update_type, text=text)
-            written.append(item)
-            if not deprecate:
-                pending[update.key] = item
-            detail = (f"{'deleted' if deprecate else 'superseded'} {len(current)} item(s)"
-                      if current else ("nothing active to deprecate" if deprecate else ""))
-            outcomes.append(WriteOutcome(update.key, update.update_type, "applied", detail,
-                                         new_id))
-        for item_ids, status, by in marks:  # supersede first: a cut-short commit converges
-            await self.semantic.mark(user_id, item_ids, status, by, now)
-        if written:
-            vectors = self.embedder.embed([item_text(i.key, i.value, i.text) for i in written])
-            await self.semantic.put(written, vectors)
-        return outcomes
+    async def _write_batch(self, commits: list[Commit]
+                           ) -> list[list[WriteOutcome] | BaseException]:
+        plans: list[Plan | BaseException] = []
+        for commit in commits:
+            try:
+                plans.append(await plan(commit, self.semantic, self.window))
+            except Exception as exc:  # this commit's own failure; the others go on
+                plans.append(exc)
+        await write([p for p in plans if isinstance(p, Plan)], semantic=self.semantic,
+                    experience=self.experience, working=self.working, embedder=self.embedder)
+        return [p if isinstance(p, BaseException) else p.outcomes for p in plans]
 
     # --- forgetting and lifecycle ---------------------------------------------------------
 

@@ -8,11 +8,24 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["DEFAULT_TTL_S", "InProcessWorkingMemory", "WorkingMemory"]
+__all__ = ["DEFAULT_TTL_S", "InProcessWorkingMemory", "TurnWrite", "WorkingMemory"]
 
 DEFAULT_TTL_S = 15 * 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class TurnWrite:
+    """One turn's write to working memory (the arguments of ``record_turn``)."""
+
+    user_id: str
+    session_id: str
+    turn_id: str
+    messages: Sequence[Mapping[str, Any]]
+    slots: Mapping[str, Any]
+    window: int = 20
 
 
 @runtime_checkable
@@ -30,6 +43,11 @@ class WorkingMemory(Protocol):
         Idempotent per turn: recording ``turn_id`` again changes nothing and returns False.
         All or nothing.
         """
+        ...
+
+    async def record_turns(self, turns: Sequence[TurnWrite]) -> list[bool]:
+        """:meth:`record_turn` for several turns at once (one round trip where the backend
+        can), all or nothing; one flag per turn (False: it was recorded already)."""
         ...
 
     async def recent(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
@@ -82,6 +100,10 @@ class InProcessWorkingMemory:
         self._data[(user_id, session_id)] = (self._clock() + self.ttl_s, recent,
                                              {**current, **slots, "_turn": turn_id})
         return True
+
+    async def record_turns(self, turns: Sequence[TurnWrite]) -> list[bool]:
+        return [await self.record_turn(t.user_id, t.session_id, t.turn_id, t.messages,
+                                       t.slots, t.window) for t in turns]
 
     async def recent(self, user_id: str, session_id: str) -> list[dict[str, Any]]:
         return list(self._live(user_id, session_id)[0])

@@ -89,6 +89,53 @@ async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_s
         await working.close()
 
 
+async def test_a_redis_connection_dropped_before_a_batch_reaches_redis_writes_no_turn():
+    need(REDIS_URL, 6379, "Redis")
+    import redis.asyncio as redis
+
+    from hermes_fsm.memory.redis_working import RedisWorkingMemory
+    from hermes_fsm.memory.working import TurnWrite
+
+    name = f"hermes-test-{uuid.uuid4().hex[:12]}"
+    client = redis.Redis.from_url(REDIS_URL, retry=None, socket_timeout=5, client_name=name)
+    working = RedisWorkingMemory(REDIS_URL, prefix=f"hermes-test:{uuid.uuid4().hex}",
+                                 client=client)
+    admin = redis.Redis.from_url(REDIS_URL)
+    turns = [TurnWrite(f"u{n}", f"s{n}", f"t{n}", [{"role": "user", "content": "a"}],
+                       {"step": n}) for n in range(3)]
+    real_pipeline = client.pipeline
+
+    def dropping_pipeline(*args, **kwargs):  # its connection dies as the batch is sent
+        pipe = real_pipeline(*args, **kwargs)
+        real_execute = pipe.execute
+
+        async def execute(*a, **k):
+            for known in await admin.client_list():
+                if known.get("name") == name:
+                    await admin.client_kill_filter(_id=known["id"])
+            return await real_execute(*a, **k)
+
+        pipe.execute = execute
+        return pipe
+
+    try:
+        await client.ping()
+        client.pipeline = dropping_pipeline  # type: ignore[method-assign]
+        with pytest.raises(MemoryStoreError, match=r"turn writes failed.*nothing of it was kept"):
+            await working.record_turns(turns)
+        client.pipeline = real_pipeline  # type: ignore[method-assign]
+        for n in range(3):
+            assert await working.keys(f"u{n}") == []
+        assert await working.record_turns(turns) == [True, True, True]
+        assert await working.record_turns(turns) == [False, False, False]
+        assert await working.slots("u2", "s2") == {"step": 2}
+    finally:
+        async for key in admin.scan_iter(match=f"{working.prefix}:*"):
+            await admin.delete(key)
+        await admin.aclose()
+        await working.close()
+
+
 class FlakyMemory(InProcessMemory):
     """Fails the first ``failures`` commits."""
 

@@ -24,6 +24,20 @@ def test_hashing_vectors_are_deterministic_unit_length_and_sized():
     assert sum(x * x for x in a) == pytest.approx(1.0)
 
 
+def test_hashing_vectors_are_the_same_to_the_last_bit_as_before_it_was_made_faster():
+    """Stored vectors were made by earlier versions: a new one must give the same bits
+    (digest of the vectors of the first, pure-Python implementation)."""
+    import hashlib
+    import struct
+
+    texts = ["I prefer email, not phone calls", "我喜欢用邮件联系",
+             "SKU A1001 在华东仓还有多少库存?", "the a is", ""]
+    vectors = HashingEmbedder(512).embed(texts)
+    assert all(type(x) is float for v in vectors for x in v)
+    digest = hashlib.sha256(b"".join(struct.pack("<512d", *v) for v in vectors)).hexdigest()
+    assert digest == "6965864e099cca6f9c98d3b9d7dd2afa5b8bdf00969db79478fe2b19ab5a3456"
+
+
 @pytest.mark.parametrize(("query", "near", "far"), [
     ("contact me by email", "I prefer email", "the weather in Berlin"),
     ("我喜欢用邮件联系", "请用邮件联系我", "北京今天天气很好"),

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from hermes_fsm.memory import HashingEmbedder, MemoryItem
-from hermes_fsm.memory.experience import Experience
-from hermes_fsm.memory.working import InProcessWorkingMemory
+from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth
+from hermes_fsm.memory.semantic import Mark
+from hermes_fsm.memory.working import InProcessWorkingMemory, TurnWrite
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EMBED = HashingEmbedder(256)
@@ -67,6 +69,19 @@ async def test_working_memory_expires_after_its_ttl(working):
     assert await working.slots("u1", "s1") == {}
 
 
+async def test_working_memory_records_several_turns_at_once_each_once(working):
+    turns = [TurnWrite("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"step": 1}),
+             TurnWrite("u2", "s2", "t2", [{"role": "user", "content": "b"}], {}),
+             TurnWrite("u1", "s3", "t3", [], {"step": 3})]
+    assert await working.record_turns(turns) == [True, True, True]
+    assert await working.record_turns(turns[:2]) == [False, False]
+    assert [m["content"] for m in await working.recent("u1", "s1")] == ["a"]
+    assert await working.slots("u1", "s1") == {"step": 1}
+    assert await working.slots("u1", "s3") == {"step": 3}
+    assert len(await working.recent("u2", "s2")) == 1
+    assert await working.record_turns([]) == []
+
+
 def test_in_process_working_memory_default_ttl_is_fifteen_minutes():
     assert InProcessWorkingMemory().ttl_s == 900.0
 
@@ -109,6 +124,21 @@ async def test_semantic_mark_changes_only_the_users_items(semantic):
     (marked,) = await semantic.get("u1", [mine.item_id])
     assert (marked.status, marked.superseded_by) == ("superseded", "other")
     assert await semantic.active("u1", "profile.city", None) == []
+
+
+async def test_semantic_write_marks_then_upserts_items_of_many_users(semantic):
+    old, other = item("u1", "profile.city", "Berlin", 1), item("u2", "profile.city", "Rome", 2)
+    await semantic.put([old, other], [vec("Berlin"), vec("Rome")])
+    new, theirs = item("u1", "profile.city", "Paris", 3), item("u2", "pref.tea", "green", 4)
+    await semantic.write([Mark("u1", (old.item_id,), "superseded", new.item_id, T0),
+                          Mark("u1", (other.item_id,), "deleted", None, T0)],  # u2's: untouched
+                         [new, theirs], [vec("Paris"), vec("green tea")])
+    (marked,) = await semantic.get("u1", [old.item_id])
+    assert (marked.status, marked.superseded_by) == ("superseded", new.item_id)
+    assert [i.value for i in await semantic.active("u1", "profile.city", None)] == ["Paris"]
+    assert (await semantic.get("u2", [other.item_id]))[0].status == "active"
+    assert {i.value for i in await semantic.items("u2")} == {"Rome", "green"}
+    assert [i.value for i in await semantic.search("u1", vec("Berlin"), 5)] == ["Paris"]
 
 
 async def test_semantic_delete_user_removes_all_of_theirs_and_nothing_else(semantic):
@@ -161,6 +191,53 @@ async def test_experience_failure_rate_counts_the_window_only(experience):
     assert await experience.failure_rate("never_called", timedelta(hours=1), now) == 0.0
 
 
+async def test_experience_record_counts_an_entry_repeated_in_one_batch_once(experience):
+    assert await experience.record([outcome(1), outcome(1), outcome(2)]) == 2
+    assert len(await experience.entries("u1")) == 2
+
+
+async def test_experience_record_takes_a_batch_of_entries_of_every_shape(experience):
+    entries = [outcome(1), replace(outcome(2), duration_ms=3, event_seq=7, detail={"é": [1]}),
+               Experience(entry_id="t3:error:1", kind="error", user_id="u1", session_id="s1",
+                          turn_id="t3", at=T0, ok=False, error_code="HandlerError",
+                          detail="boom")]
+    assert await experience.record(entries) == 3
+    by_id = {e.entry_id: e for e in await experience.entries("u1")}
+    assert (by_id["turn-2:call-2"].duration_ms, by_id["turn-2:call-2"].event_seq) == (3.0, 7)
+    assert by_id["turn-2:call-2"].detail == {"é": [1]}
+    assert (by_id["t3:error:1"].tool, by_id["t3:error:1"].detail) == (None, "boom")
+
+
+async def test_experience_failure_rates_give_every_tool_of_the_window(experience):
+    await experience.record([
+        outcome(1, ok=False, minutes=0),                  # at the window's start: left out
+        outcome(2, ok=False, minutes=10), outcome(3, ok=True, minutes=20),
+        outcome(4, ok=False, minutes=30, user="u2"),      # every user counts
+        outcome(5, tool="create_reminder", ok=True, minutes=40),
+        outcome(6, ok=False, minutes=61)])                # after now: left out
+    now = T0 + timedelta(minutes=60)
+    rates = await experience.failure_rates(timedelta(hours=1), now)
+    assert rates == {"inventory_lookup": ToolHealth("inventory_lookup", 3, 2),
+                     "create_reminder": ToolHealth("create_reminder", 1, 0)}
+    assert rates["inventory_lookup"].failure_rate == pytest.approx(2 / 3)
+    assert await experience.failure_rates(timedelta(minutes=5), now) == {}
+
+
+async def test_experience_failure_rates_leave_out_calls_refused_before_the_tool_ran(
+        experience):
+    refused = [replace(outcome(10 + n, ok=False, minutes=50), error_code=code)
+               for n, code in enumerate(NOT_CALLED)]
+    other = Experience(entry_id="t9:error:1", kind="error", user_id="u1", session_id="s1",
+                       turn_id="t9", at=T0 + timedelta(minutes=50), ok=False,
+                       tool="inventory_lookup", error_code="TIMEOUT")  # not a tool call
+    await experience.record([*refused, other, outcome(1, ok=False, minutes=55),
+                             outcome(2, ok=True, minutes=55)])
+    now = T0 + timedelta(minutes=60)
+    assert await experience.failure_rates(timedelta(hours=1), now) == {
+        "inventory_lookup": ToolHealth("inventory_lookup", 2, 1)}
+    assert await experience.failure_rate("inventory_lookup", timedelta(hours=1), now) == 0.5
+
+
 async def test_experience_similar_outcomes_rank_by_request_and_stay_with_the_user(experience):
     await experience.record([outcome(1, request="stock of A1001 in the east warehouse"),
                              outcome(2, request="remind me to call Bob", tool="reminder"),
@@ -175,3 +252,25 @@ async def test_experience_forget_removes_the_users_rows_only(experience):
     assert await experience.forget("u1") == 1
     assert await experience.entries("u1") == []
     assert len(await experience.entries("u2")) == 1
+
+
+async def test_an_sqlite_log_of_the_first_schema_is_migrated_on_open(tmp_path):
+    import sqlite3
+
+    from hermes_fsm.memory.sqlite_experience import _MIGRATIONS, SQLiteExperienceLog
+
+    path = tmp_path / "experience.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(f"{_MIGRATIONS[0]}; PRAGMA user_version=1;")
+    db.close()
+    log = SQLiteExperienceLog(path, EMBED)
+    try:
+        await log.record([outcome(1, ok=False, minutes=5)])
+        assert await log.failure_rates(timedelta(hours=1), T0 + timedelta(minutes=10)) == {
+            "inventory_lookup": ToolHealth("inventory_lookup", 1, 1)}
+        db = log._conn()
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert db.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' "
+                          "AND name = 'hermes_experience_kind_at'").fetchone()
+    finally:
+        await log.close()

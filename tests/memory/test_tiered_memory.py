@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory import RecallPolicy, item_id
 from hermes_fsm.memory.experience import Experience
 from hermes_fsm.state_contracts import MemoryUpdate
@@ -129,3 +131,87 @@ async def test_forget_leaves_nothing_about_the_user_in_any_store(memory):
     else:
         assert working.count("u1") == 0
     assert await working.recent("u1", "s1") == []
+
+
+# --- group commit: concurrent turns' commits written together --------------------------
+
+async def test_concurrent_commits_of_many_users_share_one_write_each_with_its_own_outcome(
+        memory):
+    writes = []
+    real_write = memory.semantic.write
+
+    async def counted(marks, items, vectors):
+        writes.append(len(items))
+        await real_write(marks, items, vectors)
+
+    memory.semantic.write = counted
+    outcomes = await asyncio.gather(*(
+        apply(memory, f"u{n}", f"t{n}", [update("profile.city", f"city {n}"),
+                                         update(f"fact.{n}", n)], session=f"s{n}",
+              text=f"I live in city {n}") for n in range(8)))
+    assert [[o.item_id for o in out] for out in outcomes] == [
+        [item_id(f"u{n}", f"t{n}", 0), item_id(f"u{n}", f"t{n}", 1)] for n in range(8)]
+    assert writes == [16]  # eight commits waiting together: one semantic write
+    for n in range(8):
+        assert {i.value for i in await memory.items(f"u{n}")} == {f"city {n}", n}
+        assert len(await memory.experience.entries(f"u{n}")) == 2
+        assert len(await memory.working.recent(f"u{n}", f"s{n}")) == 1
+
+
+async def test_concurrent_commits_of_one_user_supersede_in_order(memory):
+    await apply(memory, "u1", "t0", [update("preference.contact", "email")])
+    await asyncio.gather(*(
+        apply(memory, "u1", f"t{n}", [update("preference.contact", f"channel {n}", "modify")],
+              session=f"s{n}") for n in range(1, 5)))
+    items = {i.item_id: i for i in await memory.items("u1")}
+    active = [i for i in items.values() if i.status == "active"]
+    assert [i.value for i in active] == ["channel 4"]
+    chain, current = [], item_id("u1", "t0", 0)
+    while current is not None:  # each value superseded by the next commit's
+        chain.append(items[current].value)
+        current = items[current].superseded_by
+    assert chain == ["email", "channel 1", "channel 2", "channel 3", "channel 4"]
+
+
+async def test_a_commit_failing_on_its_own_does_not_fail_the_others_of_its_batch(memory):
+    real_active = memory.semantic.active
+
+    async def active(user_id, key, domain):
+        if user_id == "bad":
+            raise MemoryStoreError("semantic read failed (test)")
+        return await real_active(user_id, key, domain)
+
+    memory.semantic.active = active
+    good, bad = await asyncio.gather(
+        apply(memory, "u1", "t1", [update("profile.city", "Berlin")]),
+        apply(memory, "bad", "t2", [update("profile.city", "Rome")], session="s2"),
+        return_exceptions=True)
+    assert [o.status for o in good] == ["applied"]
+    assert isinstance(bad, MemoryStoreError)
+    assert [i.value for i in await memory.items("u1")] == ["Berlin"]
+    assert await memory.items("bad") == []
+
+
+async def test_a_failed_batch_fails_each_commit_and_their_retries_write_nothing_twice(memory):
+    real_record, failures = memory.experience.record, [1]
+
+    async def record(entries):
+        if failures:
+            failures.pop()
+            raise MemoryStoreError("PostgreSQL experience log: connection lost (test)")
+        return await real_record(entries)
+
+    memory.experience.record = record
+    commits = [("u1", "t1", [update("profile.city", "Berlin")]),
+               ("u2", "t2", [update("profile.city", "Rome"), update("pref.tea", "green")])]
+    first = await asyncio.gather(*(apply(memory, u, t, ups, session=f"s-{u}", text="hi")
+                                   for u, t, ups in commits), return_exceptions=True)
+    assert all(isinstance(f, MemoryStoreError) for f in first)
+    retried = await asyncio.gather(*(apply(memory, u, t, ups, session=f"s-{u}", text="hi")
+                                     for u, t, ups in commits))
+    # the semantic write went through before the failure: the retry finds it, skips it
+    assert [[o.status for o in r] for r in retried] == [["skipped"], ["skipped", "skipped"]]
+    assert len(await memory.items("u1")) == 1 and len(await memory.items("u2")) == 2
+    assert len(await memory.experience.entries("u1")) == 1
+    assert len(await memory.experience.entries("u2")) == 2
+    assert len(await memory.working.recent("u2", "s-u2")) == 1
