@@ -8,11 +8,13 @@ event.
 from __future__ import annotations
 
 from .brain import Brain, BrainReply, BrainRequest, ToolDescription
+from .context import ContextBuilder, ContextConfig
 from .contracts import Contract, ContractRegistry
 from .engine import Orchestrator
 from .errors import (
     BrainError,
     ConfigError,
+    ContextOverflow,
     ContractCheckFailed,
     ContractError,
     GraphError,
@@ -20,6 +22,7 @@ from .errors import (
     HermesError,
     MCPServerError,
     RetryableError,
+    SessionArchived,
     SessionBusy,
     SessionError,
     StaleWriter,
@@ -45,6 +48,9 @@ __all__ = [
     "BrainReply",
     "BrainRequest",
     "ConfigError",
+    "ContextBuilder",
+    "ContextConfig",
+    "ContextOverflow",
     "Contract",
     "ContractCheckFailed",
     "ContractError",
@@ -62,6 +68,7 @@ __all__ = [
     "RetryableError",
     "SequentialIds",
     "Session",
+    "SessionArchived",
     "SessionBusy",
     "SessionError",
     "StaleWriter",

@@ -10,6 +10,7 @@
     hermes-fsm contracts export | check                               # state and tool contracts
     hermes-fsm mcp list [--json]                                      # MCP servers and health
     hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
+    hermes-fsm sessions archive --idle 30m                            # idle sessions → memory
 
 Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
 embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
@@ -34,7 +35,7 @@ from .cli_view import (
     run_view,
 )
 from .config import HermesConfig, load_config
-from .errors import HermesError
+from .errors import ContextOverflow, HermesError
 
 __all__ = ["main"]
 
@@ -99,6 +100,9 @@ def _parser() -> argparse.ArgumentParser:
     from .memory_cli import add_memory_parser
 
     add_memory_parser(sub, common)
+    from .sessions_cli import add_sessions_parser
+
+    add_sessions_parser(sub, common)
     return p
 
 
@@ -106,6 +110,12 @@ def _memory(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     from .memory_cli import run_memory
 
     return run_memory(args, config, out)
+
+
+def _sessions(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from .sessions_cli import run_sessions
+
+    return run_sessions(args, config, out)
 
 
 def _turn_options(p: argparse.ArgumentParser) -> None:
@@ -129,7 +139,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _configure_logging(config)
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
-                   "serve": _serve, "record": _record}
+                   "serve": _serve, "record": _record, "sessions": _sessions}
         return command[args.command](args, config, out)
     except HermesError as exc:
         print(f"hermes-fsm: {exc}", file=sys.stderr)
@@ -219,7 +229,12 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
                 return
             if not line.strip():
                 continue
-            result = await orchestrator.run_turn(session.session_id, line.strip(), args.user)
+            try:
+                result = await orchestrator.run_turn(session.session_id, line.strip(),
+                                                     args.user)
+            except ContextOverflow as exc:  # too long: say so, and let the user go on
+                out.write(f"hermes-fsm: {exc}\n")
+                continue
             out.write(f"agent> {result.answer}\n")
 
     try:

@@ -14,7 +14,8 @@
                  enabled_tools: [calendar_query]}
       notes: {transport: http, url: "http://127.0.0.1:8931/mcp", headers: {Authorization: ...}}
     tools: {contracts_dir: contracts/tools, max_result_chars: 4000,
-            breaker: {window: 10, min_calls: 5, failure_rate: 0.5, cooldown_s: 30}}
+            breaker: {window: 10, min_calls: 5, failure_rate: 0.5, cooldown_s: 30,
+                      experience: {window_s: 600, min_calls: 10, failure_rate: 0.5}}}
     permissions: {default_roles: [user], users: {ops: {roles: [admin], grants: [wipe_db]}}}
     memory: {data_dir: ~/.local/share/hermes-fsm, redis_url: …, postgres_url: …,
              qdrant_url: …, embedder: {kind: hashing}}   # see hermes_fsm.memory.settings
@@ -22,6 +23,8 @@
             api_key_env: OPENAI_API_KEY}                  # any /v1/chat/completions server
     server: {host: 127.0.0.1, port: 8765, tokens: {s3cret: alice}}   # hermes-fsm serve
     sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
+    context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
+              on_input_overflow: error}                   # see hermes_fsm.context
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -36,6 +39,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from .context import ContextConfig
 from .errors import ConfigError
 from .memory.settings import MemoryConfig
 from .yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
@@ -134,6 +138,18 @@ def _demo_mcp_servers() -> dict[str, MCPServerConfig]:
                                     enabled_tools=["calendar_query"])}
 
 
+class ExperienceBreakerConfig(_Strict):
+    """The breaker's view of the experience log (every session and process writing to it):
+    a tool with at least ``min_calls`` calls in the last ``window_s`` seconds, of which at
+    least ``failure_rate`` failed, is open. The log is read at most every ``refresh_s``."""
+
+    enabled: bool = True
+    window_s: float = Field(default=600.0, gt=0.0)
+    min_calls: int = Field(default=10, ge=1)
+    failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
+    refresh_s: float = Field(default=5.0, ge=0.0)
+
+
 class BreakerConfig(_Strict):
     """The circuit breaker of every tool: open when ``failure_rate`` of the last calls failed."""
 
@@ -141,6 +157,7 @@ class BreakerConfig(_Strict):
     min_calls: int = Field(default=5, ge=1)
     failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
     cooldown_s: float = Field(default=30.0, ge=0.0)
+    experience: ExperienceBreakerConfig = ExperienceBreakerConfig()
 
 
 class ToolsConfig(_Strict):
@@ -195,6 +212,7 @@ class HermesConfig(_Strict):
     memory: MemoryConfig = MemoryConfig()
     server: ServerConfig = ServerConfig()
     sessions: SessionsConfig = SessionsConfig()
+    context: ContextConfig = ContextConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -276,6 +294,11 @@ def _from_file(path: Path) -> HermesConfig:
     if path_ is not None and not path_.expanduser().is_absolute():
         updates["sessions"] = config.sessions.model_copy(
             update={"sqlite_path": base / path_.expanduser()})
+    tokenizer = config.context.tokenizer
+    if tokenizer not in ("auto", "heuristic", "calibrated") and not Path(
+            tokenizer).expanduser().is_absolute():  # a tokenizer.json next to the config
+        updates["context"] = config.context.model_copy(
+            update={"tokenizer": str(base / Path(tokenizer).expanduser())})
     if config.memory.data_dir is not None and not config.memory.data_dir.is_absolute():
         updates["memory"] = config.memory.model_copy(
             update={"data_dir": base / config.memory.data_dir.expanduser()})

@@ -57,6 +57,17 @@ def format_event(event: Event) -> str | None:
         return f"    ⚙ {e.tool} ✗ {e.error['error_code']}: {e.error['message']}"
     if kind == "memory_write":
         return f"    ✎ memory {e.update_type} {e.key} = {_short(e.value, 80)} ({e.status})"
+    if kind == "context_built":  # a line only when the budget changed something
+        notes = [f"folded {e.folded} message(s) into the summary ({e.summarizer})"] \
+            if e.summary is not None else []
+        if e.summary_error:
+            notes.append(f"brain summary failed: {e.summary_error}")
+        notes += [f"dropped {n} {part}" for part, n in sorted(e.dropped.items())]
+        notes += [f"cut {part}" for part in e.truncated]
+        if e.overflow:
+            notes.append(f"{e.overflow} token(s) over budget")
+        return (f"    ⧉ context {e.used}/{e.budget} tokens: {'; '.join(notes)}"
+                if notes else None)
     if kind == "turn_finished":
         return f"■ {e.status} in {e.duration_ms:.1f} ms via {' → '.join(e.path)}"
     return None

@@ -17,9 +17,11 @@
     │   └── VectorSizeMismatch       an embedder's vectors do not fit an existing collection
     ├── SessionError                 a session is unknown or unusable
     │   ├── SessionBusy              a turn is already running on that session
+    │   ├── SessionArchived          the session was archived; start a new one
     │   └── StaleWriter              another process took the session over; append refused
     ├── StoreError                   a session store (PostgreSQL, SQLite) failed
     └── UsageError                   an API or CLI argument is wrong
+        └── ContextOverflow          a message alone is over its token budget
 
 Every message says what was wrong, where, and what to do next.
 """
@@ -29,6 +31,7 @@ from __future__ import annotations
 __all__ = [
     "BrainError",
     "ConfigError",
+    "ContextOverflow",
     "ContractCheckFailed",
     "ContractError",
     "GraphError",
@@ -37,6 +40,7 @@ __all__ = [
     "MCPServerError",
     "MemoryStoreError",
     "RetryableError",
+    "SessionArchived",
     "SessionBusy",
     "SessionError",
     "StaleWriter",
@@ -153,6 +157,21 @@ class SessionBusy(SessionError):
         )
 
 
+class SessionArchived(SessionError):
+    """The session was archived (idle too long): its summary went to long-term memory.
+
+    Turns on it are refused; a new session of the same user starts from that memory.
+    """
+
+    def __init__(self, session_id: str) -> None:
+        self.session_id = session_id
+        super().__init__(
+            f"session {session_id!r} is archived: it was idle and its summary was moved to "
+            "the user's long-term memory. Start a new session (omit the session id, or use a "
+            "new one); it recalls what mattered from memory."
+        )
+
+
 class StaleWriter(SessionError):
     """The store refused an append: this process no longer holds the session.
 
@@ -174,3 +193,12 @@ class StoreError(HermesError):
 
 class UsageError(HermesError):
     """An argument to the API or the CLI is wrong."""
+
+
+class ContextOverflow(UsageError):
+    """A message alone is over the input part of the context budget.
+
+    Raised before the turn starts (``context.on_input_overflow: error``, the default);
+    with ``truncate`` the brain gets the message cut to its budget instead, and the
+    ``context_built`` event says so.
+    """

@@ -3,7 +3,8 @@
 Intents from keyword/regex rules (English and Chinese), intent → tool-call plans from
 argument templates, templated answers grounded in the turn's facts, and rule-based memory
 extraction — all from a user-editable YAML rule book (default ``hermes_fsm/data/rules.yaml``),
-validated and compiled once at load. ``decide`` is deterministic and cheap.
+validated and compiled once at load. ``decide`` is deterministic and cheap, and so is
+``summarize`` (extractive rolling summaries, :mod:`hermes_fsm.summary`).
 
 >>> import asyncio
 >>> from hermes_fsm.brain import BrainRequest
@@ -27,9 +28,10 @@ from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
-from .brain import BrainRequest
+from .brain import BrainRequest, SummaryRequest
 from .demo_tools import warehouse_code
 from .errors import BrainError, ConfigError
+from .summary import extractive_summary
 from .yaml_lines import YamlProblem, line_at, load_yaml_file, load_yaml_text
 
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
@@ -419,6 +421,13 @@ class RulesBrain:
                 f"{request.state}); give state {request.state} a handler, or use another "
                 f"brain (the rules brain knows: {', '.join(self._handlers)})")
         return handler(request)
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        """The rolling summary, extractively (:func:`hermes_fsm.summary.extractive_summary`):
+        deterministic; keeps stated times and dates, tasks and constraints, within
+        ``request.max_tokens``."""
+        return extractive_summary(request.previous, request.messages, request.max_tokens,
+                                  request.counter)
 
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         name, params, confidence, needs_tools = self._classify(request.text)

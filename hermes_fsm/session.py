@@ -33,11 +33,13 @@ class Session:
         seq: the sequence number of its last event (events are numbered from 1).
         epoch: its claim in a durable store (0 without one; see :mod:`hermes_fsm.durable`).
         events: its event log, in order.
-        history: its messages (``role``, ``content``), oldest first.
+        history: its messages (``role``, ``content``), oldest first: the sliding window.
+        summary: the rolling summary of the messages that left the window (see
+            :mod:`hermes_fsm.context`; "" until the first fold).
     """
 
     __slots__ = ("_lock", "_log", "busy", "epoch", "history", "seq", "session_id", "state",
-                 "user_id")
+                 "summary", "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str) -> None:
         self.session_id = session_id
@@ -47,6 +49,7 @@ class Session:
         self.epoch = 0
         self._log: list[tuple[int, int, bytes]] = []  # (first seq, last seq, JSON array)
         self.history: list[dict[str, str]] = []
+        self.summary = ""
         self.busy = False
         self._lock: asyncio.Lock | None = None
 

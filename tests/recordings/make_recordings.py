@@ -36,11 +36,12 @@ from hermes_fsm.testing import ScriptedBrain  # noqa: E402
 
 def _orchestrator(graph: Any = None, **kwargs: Any) -> Orchestrator:
     """The embedded default (demo MCP server included), with fixed time, ids, and memory
-    kept in the process (no files)."""
+    and sessions kept in the process (no files: the default session store is a SQLite file
+    in the data directory, where sequential message ids of two recordings would collide)."""
     if graph is not None:
         kwargs["graph"] = graph
     return Orchestrator.from_config(HermesConfig(), clock=FixedClock(), ids=SequentialIds(),
-                                    memory=InProcessMemory(), **kwargs)
+                                    memory=InProcessMemory(), store=None, **kwargs)
 
 
 async def _record(name: str, orchestrator: Orchestrator, session: str, user: str,
