@@ -18,7 +18,14 @@ from typing import Any, Protocol, runtime_checkable
 
 from .contracts import Contract
 
-__all__ = ["Brain", "BrainReply", "BrainRequest", "ToolDescription"]
+__all__ = [
+    "Brain",
+    "BrainReply",
+    "BrainRequest",
+    "Summarizer",
+    "SummaryRequest",
+    "ToolDescription",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +51,9 @@ class BrainRequest:
         outputs: validated outputs of this turn so far, by contract name (latest wins).
         tools: tools the brain may plan with.
         memory: recalled memory, formatted as a background block ("" when none).
-        history: recent messages of the session, oldest first (``role``, ``content``).
+        history: recent messages of the session, oldest first (``role``, ``content``):
+            the sliding window, already cut to its token budget (:mod:`hermes_fsm.context`).
+        summary: the rolling summary of the messages older than ``history`` ("" when none).
         attempt: 1 on the first try; higher on retries.
         repair: on a retry, why the previous output was refused (validation errors).
         on_token: when set, a brain that streams may call it with each piece of answer
@@ -63,19 +72,31 @@ class BrainRequest:
     attempt: int = 1
     repair: str | None = None
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+    summary: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class BrainReply:
-    """A raw output with what it cost; a brain may return this instead of a bare output."""
+    """A raw output with what it cost; a brain may return this instead of a bare output.
+
+    ``usage_source`` says where ``usage`` came from: ``"server"`` (reported by the model's
+    server), ``"tokenizer"`` (counted with the server's tokenizer), ``"estimated:METHOD"``,
+    or ``None`` (no usage).
+    """
 
     output: Any
     usage: Mapping[str, int] = field(default_factory=dict)
+    usage_source: str | None = None
 
 
 @runtime_checkable
 class Brain(Protocol):
-    """Produces raw state outputs. ``name`` appears in events."""
+    """Produces raw state outputs. ``name`` appears in events.
+
+    A brain may also write rolling summaries: implement :class:`Summarizer`'s
+    ``summarize`` (optional; without it the extractive summarizer of
+    :mod:`hermes_fsm.summary` is used).
+    """
 
     name: str
 
@@ -85,5 +106,39 @@ class Brain(Protocol):
         Raises:
             hermes_fsm.errors.BrainError: the brain cannot answer this contract at all.
             hermes_fsm.errors.RetryableError: a passing failure; the state is retried.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """Fold ``messages`` into the rolling summary ``previous``, within ``max_tokens``.
+
+    Attributes:
+        user_id, session_id: whose conversation.
+        previous: the summary so far ("" for none).
+        messages: the messages leaving the window, oldest first (``role``, ``content``).
+        max_tokens: the summary's budget, as ``counter`` counts.
+        counter: the context's token counter (a :class:`~hermes_fsm.tokens.TokenCounter`).
+    """
+
+    user_id: str
+    session_id: str
+    previous: str
+    messages: Sequence[Mapping[str, str]]
+    max_tokens: int
+    counter: Any = field(default=None, compare=False, repr=False)
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """The optional ``summarize`` capability of a brain (see :mod:`hermes_fsm.context`)."""
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        """The new summary: ``previous`` plus what ``messages`` add, keeping stated times
+        and dates, open tasks and constraints, within ``max_tokens``.
+
+        Raises:
+            Any exception: the caller falls back to the extractive summarizer and records why.
         """
         ...

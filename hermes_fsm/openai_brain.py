@@ -16,7 +16,15 @@ with the validation errors in the prompt.
   (``BrainRequest.on_token``), the completion is streamed and the ``text`` value is handed
   over piece by piece as it arrives (``TokenChunk`` events).
 - Token usage (``prompt_tokens``, ``completion_tokens``, ``total_tokens``) is returned in a
-  :class:`BrainReply`, so it lands in the ``BrainCall`` event.
+  :class:`BrainReply`, so it lands in the ``BrainCall`` event, with where it came from
+  (``usage_source``): ``server`` when the server reported it — in the answer, or, streamed,
+  in the last chunk, which is asked for with ``stream_options: {"include_usage": true}``
+  (OpenAI, vLLM, llama.cpp's ``llama-server``). A server that streams without usage
+  (llama-cpp-python's) is asked to count with its own tokenizer (its ``/extras/tokenize/
+  count`` or llama.cpp's ``/tokenize`` endpoint): ``tokenizer`` — exact for the answer; for
+  the prompt, the text of the messages without the chat template's few wrapper tokens per
+  message. With neither, ``completion_tokens`` is the number of streamed content chunks
+  (one token each on such servers), no prompt count: ``estimated:stream_chunks``.
 
 >>> brain = OpenAIBrain("http://127.0.0.1:8080/v1", "smollm2")
 >>> brain.name, brain.endpoint
@@ -36,8 +44,8 @@ from typing import Any, Literal
 
 import httpx
 
-from .brain import BrainReply, BrainRequest
-from .brain_prompt import answer_field, chat_messages, strip_fences
+from .brain import BrainReply, BrainRequest, SummaryRequest
+from .brain_prompt import answer_field, chat_messages, strip_fences, summary_messages
 from .errors import BrainError, ConfigError, RetryableError
 
 __all__ = ["AnswerTextStream", "OpenAIBrain"]
@@ -88,6 +96,8 @@ class OpenAIBrain:
         self._client = client
         self._own_client = client is None
         self._sleep = sleep or asyncio.sleep
+        self.stream_options = True  # off once the server refuses ``stream_options``
+        self._counter: _Counter | bool | None = False  # the tokenize endpoint; False: unknown
 
     @classmethod
     def from_config(cls, config: Any, environ: Mapping[str, str] | None = None) -> OpenAIBrain:
@@ -122,13 +132,41 @@ class OpenAIBrain:
             body = self._body(request, stream)
             try:
                 if stream:
-                    content, usage = await self._post_stream(body, request)
+                    content, usage, chunks = await self._post_stream(body, request)
                 else:
                     content, usage = await self._post(body)
+                    chunks = 0
             except _FormatRefused:
                 self.format = _FALLBACK[self.format]
                 continue
-            return BrainReply(strip_fences(content), usage)
+            except _StreamOptionsRefused:
+                self.stream_options = False
+                continue
+            source: str | None = "server" if usage else None
+            if stream and not usage:
+                usage, source = await self._counted_usage(body, content, chunks)
+            return BrainReply(strip_fences(content), usage, usage_source=source)
+
+    async def summarize(self, request: SummaryRequest) -> str:
+        """Ask the model to fold ``request.messages`` into the rolling summary.
+
+        The prompt says to keep every stated time and date, open task and constraint, with
+        exact numbers and names, within ``request.max_tokens``. The context builder runs
+        this under a timeout and falls back to the extractive summarizer when it raises.
+
+        Raises:
+            RetryableError, BrainError: as :meth:`decide`; BrainError for an empty answer.
+        """
+        body: dict[str, Any] = {"model": self.model, "messages": summary_messages(request),
+                                "max_tokens": max(16, request.max_tokens)}
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        content, _ = await self._post(body)
+        text = strip_fences(content).strip()
+        if not text:
+            raise BrainError(f"{self.endpoint}: the model {self.model!r} answered an empty "
+                             "summary")
+        return text
 
     async def check(self) -> dict[str, Any]:
         """Readiness: the server answers ``GET /models`` (and lists the model, if it lists)."""
@@ -168,7 +206,8 @@ class OpenAIBrain:
             body["max_tokens"] = self.max_tokens
         if stream:
             body["stream"] = True
-            body["stream_options"] = {"include_usage": True}
+            if self.stream_options:  # usage in the last chunk (OpenAI, vLLM, llama-server)
+                body["stream_options"] = {"include_usage": True}
         return body
 
     async def _post(self, body: dict[str, Any]) -> tuple[str, dict[str, int]]:
@@ -189,7 +228,9 @@ class OpenAIBrain:
         raise AssertionError("unreachable")  # _transient raises on the last attempt
 
     async def _post_stream(self, body: dict[str, Any],
-                           request: BrainRequest) -> tuple[str, dict[str, int]]:
+                           request: BrainRequest) -> tuple[str, dict[str, int], int]:
+        """The streamed answer, the usage the server reported (``{}`` if none) and the
+        number of content chunks."""
         assert request.on_token is not None
         for attempt in range(self.max_retries + 1):
             answer = AnswerTextStream()
@@ -201,6 +242,9 @@ class OpenAIBrain:
                     if response.status_code != 200:
                         await response.aread()
                         self._check_format(response, body)
+                        if ("stream_options" in body and response.status_code in (400, 422)
+                                and "stream_options" in response.text[:2000]):
+                            raise _StreamOptionsRefused
                     if self._should_retry(response):
                         await self._transient(attempt, f"HTTP {response.status_code}",
                                               response)
@@ -221,10 +265,47 @@ class OpenAIBrain:
                     raise RetryableError(f"{self.endpoint}: the stream broke off: {exc}") from exc
                 await self._transient(attempt, f"{type(exc).__name__}: {exc}", None)
                 continue
-            if not usage:
-                usage = {"streamed_chunks": len(pieces)}
-            return "".join(pieces), usage
+            return "".join(pieces), usage, len(pieces)
         raise AssertionError("unreachable")
+
+    # --- token usage of a stream without it ------------------------------------------------
+
+    async def _counted_usage(self, body: dict[str, Any], content: str,
+                             chunks: int) -> tuple[dict[str, int], str]:
+        """Usage of a streamed call whose server reported none: counted with the server's
+        tokenizer when it has a tokenize endpoint, else estimated from the chunk count."""
+        counter = await self._token_counter()
+        if counter is not None:
+            prompt_text = "\n".join(str(m.get("content") or "") for m in body["messages"])
+            try:
+                prompt, completion = await asyncio.gather(counter.count(prompt_text),
+                                                          counter.count(content))
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                pass  # the count failed this time: estimate (the endpoint is kept)
+            else:
+                return {"prompt_tokens": prompt, "completion_tokens": completion,
+                        "total_tokens": prompt + completion}, "tokenizer"
+        return {"completion_tokens": chunks}, "estimated:stream_chunks"
+
+    async def _token_counter(self) -> _Counter | None:
+        """The server's tokenize endpoint (found once): llama-cpp-python's, llama.cpp's, or
+        ``None`` when it has neither."""
+        if self._counter is not False:
+            assert not isinstance(self._counter, bool)
+            return self._counter
+        root = self.base_url.removesuffix("/v1")
+        for counter in (_Counter(self, f"{root}/extras/tokenize/count", "input", "count"),
+                        _Counter(self, f"{root}/tokenize", "content", "tokens")):
+            try:
+                await counter.count("hello")
+            except httpx.TransportError:
+                return None  # unreachable now: estimate this time, look again next time
+            except (httpx.HTTPError, ValueError, KeyError, TypeError):
+                continue  # not this server's endpoint
+            self._counter = counter
+            return counter
+        self._counter = None
+        return None
 
     @staticmethod
     def _should_retry(response: httpx.Response) -> bool:
@@ -319,6 +400,38 @@ def _string_prefix(raw: str) -> tuple[str, bool]:
 
 class _FormatRefused(Exception):
     """The server refused the response_format; fall back to a simpler one."""
+
+
+class _StreamOptionsRefused(Exception):
+    """The server refused ``stream_options``; stream without it."""
+
+
+class _Counter:
+    """A tokenize endpoint: POST ``{field: text}`` (and the model), read the token count."""
+
+    def __init__(self, brain: OpenAIBrain, url: str, field: str, answer: str) -> None:
+        self.brain = brain
+        self.url = url
+        self.field = field
+        self.answer = answer
+
+    async def count(self, text: str) -> int:
+        """The number of tokens of ``text``.
+
+        Raises:
+            httpx.HTTPError: unreachable, or not a tokenize endpoint (non-2xx).
+            ValueError, KeyError, TypeError: an answer without the count.
+        """
+        brain = self.brain
+        response = await brain._http().post(
+            self.url, json={self.field: text, "model": brain.model}, headers=brain._headers,
+            timeout=min(brain.timeout_s, 10.0))
+        response.raise_for_status()
+        value = response.json()[self.answer]
+        count = len(value) if isinstance(value, list) else value
+        if not isinstance(count, int) or isinstance(count, bool):
+            raise TypeError(f"{self.url} answered {self.answer}={value!r}, not a count")
+        return count
 
 
 def _about_format(detail: str) -> bool:

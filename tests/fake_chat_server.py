@@ -4,6 +4,12 @@ It speaks the protocol — ``POST /v1/chat/completions`` (plain and streamed as 
 events, ``usage`` included), ``GET /v1/models``, error bodies, ``Retry-After`` — and plays
 scripted replies, per contract (read from the request, as a real model would see it) or in
 order. It records every request body.
+
+Options play the servers that differ on token usage when streaming: ``stream_usage=False``
+ignores ``stream_options.include_usage`` (as llama-cpp-python's server does);
+``tokenize`` serves a tokenize endpoint (llama-cpp-python's ``/extras/tokenize/count`` or
+llama.cpp's ``/tokenize``; its tokens are whitespace-separated words);
+``refuse_stream_options`` answers 400 to a request carrying ``stream_options``.
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,8 +42,14 @@ class Reply:
 class FakeChatServer:
     """Scripted replies: ``by_contract[name]`` (in order, the last repeats), else ``queue``."""
 
-    def __init__(self, model: str = "fake-model") -> None:
+    def __init__(self, model: str = "fake-model", *, stream_usage: bool = True,
+                 tokenize: Literal["llama-cpp-python", "llama.cpp"] | None = None,
+                 refuse_stream_options: bool = False) -> None:
         self.model = model
+        self.stream_usage = stream_usage
+        self.tokenize = tokenize
+        self.refuse_stream_options = refuse_stream_options
+        self.tokenized: list[str] = []
         self.by_contract: dict[str, list[Reply]] = {}
         self.queue: list[Reply] = []
         self.refused_formats: set[str] = set()
@@ -50,10 +62,28 @@ class FakeChatServer:
         self.by_contract[contract] = [r if isinstance(r, Reply) else Reply(r) for r in replies]
 
     def app(self) -> Starlette:
-        return Starlette(routes=[
-            Route("/v1/chat/completions", self._completions, methods=["POST"]),
-            Route("/v1/models", self._models, methods=["GET"]),
-        ])
+        routes = [Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                  Route("/v1/models", self._models, methods=["GET"])]
+        if self.tokenize == "llama-cpp-python":
+            routes.append(Route("/extras/tokenize/count", self._count, methods=["POST"]))
+        elif self.tokenize == "llama.cpp":
+            routes.append(Route("/tokenize", self._tokens, methods=["POST"]))
+        return Starlette(routes=routes)
+
+    @staticmethod
+    def words(text: str) -> int:
+        """The fake tokenizer: one token per whitespace-separated word."""
+        return len(text.split())
+
+    async def _count(self, request: Request) -> Response:
+        text = (await request.json())["input"]
+        self.tokenized.append(text)
+        return JSONResponse({"count": self.words(text)})
+
+    async def _tokens(self, request: Request) -> Response:
+        text = (await request.json())["content"]
+        self.tokenized.append(text)
+        return JSONResponse({"tokens": list(range(self.words(text)))})
 
     def contract_of(self, body: dict[str, Any]) -> str | None:
         match = _CONTRACT.search(body["messages"][0]["content"])
@@ -77,6 +107,10 @@ class FakeChatServer:
         body = await request.json()
         self.requests.append(body)
         self.authorizations.append(request.headers.get("authorization"))
+        if self.refuse_stream_options and "stream_options" in body:
+            return JSONResponse({"error": {"message": "Unrecognized request argument supplied: "
+                                           "stream_options", "type": "invalid_request_error"}},
+                                status_code=400)
         fmt = (body.get("response_format") or {}).get("type")
         if fmt in self.refused_formats:
             return JSONResponse({"error": {"message": f"response_format type {fmt!r} is not "
@@ -95,7 +129,8 @@ class FakeChatServer:
         usage = {"prompt_tokens": prompt, "completion_tokens": completion,
                  "total_tokens": prompt + completion}
         if body.get("stream"):
-            include = (body.get("stream_options") or {}).get("include_usage", False)
+            include = (self.stream_usage
+                       and (body.get("stream_options") or {}).get("include_usage", False))
             return StreamingResponse(self._chunks(content, reply.chunk_size,
                                                   usage if include else None),
                                      media_type="text/event-stream")

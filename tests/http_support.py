@@ -14,14 +14,18 @@ import uvicorn
 
 
 @asynccontextmanager
-async def served(app: Any, startup_timeout_s: float = 10.0) -> AsyncIterator[str]:
-    """Serve ``app`` with uvicorn (lifespan on) in this event loop; yields its base URL."""
+async def served(app: Any, startup_timeout_s: float = 10.0,
+                 **options: Any) -> AsyncIterator[str]:
+    """Serve ``app`` with uvicorn (lifespan on) in this event loop; yields its base URL.
+
+    ``options`` go to ``uvicorn.Config`` (e.g. ``hermes-fsm serve``'s ``uvicorn_options()``).
+    """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on",
-                                           backlog=512))
+                                           backlog=512, **options))
     task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
         async with asyncio.timeout(startup_timeout_s):

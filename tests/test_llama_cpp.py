@@ -130,3 +130,16 @@ def test_token_usage_is_recorded_for_the_models_answers(turns: list[Any]) -> Non
     assert calls and all(c.usage for c in calls)
     assert sum(c.usage.get("prompt_tokens", 0) for c in calls) > 0
     assert sum(c.usage.get("completion_tokens", 0) for c in calls) > 0
+
+
+def test_the_streamed_answers_record_real_prompt_and_completion_tokens(
+        turns: list[Any]) -> None:
+    events = [e for result in turns for e in result.events]
+    answers = [e for e in events if e.kind == "brain_call" and e.state == "RESPONSE"]
+
+    assert answers and any(e.kind == "token_chunk" for e in events)  # RESPONSE streamed
+    for call in answers:  # llama-cpp-python streams no usage: its tokenizer counts
+        assert call.usage_source in ("server", "tokenizer"), call.usage
+        assert call.usage["prompt_tokens"] > 0 and call.usage["completion_tokens"] > 0
+        assert call.usage["total_tokens"] == (call.usage["prompt_tokens"]
+                                              + call.usage["completion_tokens"])

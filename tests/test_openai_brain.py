@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -264,3 +265,101 @@ async def test_a_format_refusal_sent_as_a_500_falls_back_instead_of_retrying(
     assert sleeps.delays == []
     assert [r["response_format"]["type"] for r in server.requests] == ["json_schema",
                                                                        "json_object"]
+
+
+# --- token usage of streamed answers --------------------------------------------------------
+
+RESPONSE_SCHEMA = {"type": "object", "properties": {"text": {"type": "string"},
+                                                    "evidence": {"type": "array"}}}
+ANSWER = {"text": "There are 342 A1001 in the east warehouse.", "evidence": []}
+
+
+def streamed_request(chunks: list[str]) -> BrainRequest:
+    return BrainRequest(state="RESPONSE", contract_name="response", schema=RESPONSE_SCHEMA,
+                        text="How many A1001 are left?", user_id="u", on_token=chunks.append)
+
+
+async def streamed_reply(server: FakeChatServer, url: str) -> tuple[Any, list[str]]:
+    server.script("response", ANSWER)
+    brain = OpenAIBrain(url, "fake-model")
+    chunks: list[str] = []
+    try:
+        reply = await brain.decide(streamed_request(chunks))
+    finally:
+        await brain.aclose()
+    return reply, chunks
+
+
+def prompt_words(body: dict[str, Any]) -> int:
+    return sum(FakeChatServer.words(m["content"]) for m in body["messages"])
+
+
+async def test_a_streamed_answer_asks_for_usage_and_records_what_the_server_reports(
+        fake: Any) -> None:
+    server, url = fake
+
+    reply, chunks = await streamed_reply(server, url)
+
+    sent = server.requests[0]
+    assert sent["stream"] is True and sent["stream_options"] == {"include_usage": True}
+    assert "".join(chunks) == ANSWER["text"]
+    prompt = prompt_words(sent)  # the fake's usage: prompt words, completion len // 4
+    completion = len(json.dumps(ANSWER)) // 4
+    assert reply.usage == {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion}
+    assert reply.usage_source == "server"
+    assert server.tokenized == []  # nothing counted when the server reports
+
+
+@pytest.mark.parametrize("tokenize", ["llama-cpp-python", "llama.cpp"])
+async def test_a_stream_without_usage_is_counted_with_the_servers_tokenizer(
+        tokenize: Any) -> None:
+    server = FakeChatServer(stream_usage=False, tokenize=tokenize)
+    async with served(server.app()) as root:
+        reply, _ = await streamed_reply(server, f"{root}/v1")
+
+    prompt, completion = prompt_words(server.requests[0]), FakeChatServer.words(
+        json.dumps(ANSWER))
+    assert reply.usage == {"prompt_tokens": prompt, "completion_tokens": completion,
+                           "total_tokens": prompt + completion}
+    assert reply.usage_source == "tokenizer"
+    assert json.dumps(ANSWER) in server.tokenized  # the answer as streamed, counted
+
+
+async def test_a_stream_without_usage_or_tokenizer_is_marked_as_an_estimate() -> None:
+    server = FakeChatServer(stream_usage=False)
+    async with served(server.app()) as root:
+        reply, _ = await streamed_reply(server, f"{root}/v1")
+
+    content_chunks = -(-len(json.dumps(ANSWER)) // Reply().chunk_size)
+    assert reply.usage == {"completion_tokens": content_chunks}  # no prompt count invented
+    assert reply.usage_source == "estimated:stream_chunks"
+
+
+async def test_a_server_that_refuses_stream_options_gets_streams_without_them() -> None:
+    server = FakeChatServer(refuse_stream_options=True, tokenize="llama.cpp")
+    server.script("response", ANSWER)
+    async with served(server.app()) as root:
+        brain = OpenAIBrain(f"{root}/v1", "fake-model", sleep=Sleeps())
+        first = await brain.decide(streamed_request([]))
+        second = await brain.decide(streamed_request([]))
+        await brain.aclose()
+
+    assert ["stream_options" in r for r in server.requests] == [True, False, False]
+    assert first.usage_source == second.usage_source == "tokenizer"
+    assert first.output == second.output == json.dumps(ANSWER)
+
+
+async def test_a_streamed_turn_records_the_answers_usage_in_its_brain_call() -> None:
+    server = FakeChatServer(stream_usage=False, tokenize="llama-cpp-python")
+    tool_turn(server)
+    async with served(server.app()) as root:
+        orchestrator = Orchestrator(brain=OpenAIBrain(f"{root}/v1", "fake-model"))
+        result = await orchestrator.run_turn("s1", "How many A1001 are left in the east?")
+        await orchestrator.aclose()
+
+    calls = {c.state: c for c in result.events if c.kind == "brain_call"}
+    assert calls["RESPONSE"].usage["prompt_tokens"] > 0
+    assert calls["RESPONSE"].usage["completion_tokens"] > 0
+    assert calls["RESPONSE"].usage_source == "tokenizer"
+    assert calls["INTENT"].usage_source == "server"  # not streamed: the answer's own usage

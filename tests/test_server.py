@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -46,9 +47,23 @@ async def orchestrator() -> Orchestrator:
 
 
 @pytest.fixture
-async def client(orchestrator: Orchestrator) -> AsyncIterator[httpx.AsyncClient]:
+def serve_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """uvicorn's defaults, or (parametrized) one of its HTTP protocols."""
+    http = getattr(request, "param", None)
+    if http == "httptools":
+        pytest.importorskip("httptools")  # the serve extra
+    return {"http": http} if http else {}
+
+
+BOTH_SERVERS = pytest.mark.parametrize("serve_options", ["h11", "httptools"], indirect=True)
+
+
+@pytest.fixture
+async def client(orchestrator: Orchestrator,
+                 serve_options: dict[str, Any]) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(orchestrator, tokens=TOKENS)
-    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+    async with served(app, **serve_options) as url, httpx.AsyncClient(base_url=url,
+                                                                      timeout=20) as http:
         yield http
 
 
@@ -61,6 +76,7 @@ async def wait_for(predicate: Any, timeout_s: float = 10.0) -> None:
 # --- turns --------------------------------------------------------------------------------
 
 
+@BOTH_SERVERS
 async def test_a_json_turn_returns_the_result(client: httpx.AsyncClient) -> None:
     response = await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
 
@@ -71,6 +87,7 @@ async def test_a_json_turn_returns_the_result(client: httpx.AsyncClient) -> None
     assert body["path"][0] == body["path"][-1] == "IDLE"
 
 
+@BOTH_SERVERS
 async def test_a_streamed_turn_sends_its_events_in_order_and_ends_with_the_result(
         client: httpx.AsyncClient) -> None:
     async with client.stream("POST", "/v1/sessions/s1/turns", json={"text": QUESTION},
@@ -104,6 +121,7 @@ async def test_a_second_turn_on_a_busy_session_is_refused_with_409(
     assert (await first).json()["status"] == "completed"
 
 
+@BOTH_SERVERS
 async def test_a_streamed_turn_on_a_busy_session_is_refused_with_409(
         orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
     brain = orchestrator.services.brain = GatedBrain()
@@ -118,6 +136,7 @@ async def test_a_streamed_turn_on_a_busy_session_is_refused_with_409(
     assert (await first).status_code == 200
 
 
+@BOTH_SERVERS
 async def test_a_client_that_disconnects_mid_stream_leaves_a_complete_turn_in_the_log(
         orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
     brain = orchestrator.services.brain = GatedBrain()
@@ -157,6 +176,7 @@ async def test_events_after_a_sequence_number_resume_the_log(client: httpx.Async
     assert rest[0]["seq"] == 6
 
 
+@BOTH_SERVERS
 async def test_a_resumed_stream_joins_a_running_turn_without_gaps_or_repeats(
         orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
     brain = orchestrator.services.brain = GatedBrain()
@@ -177,6 +197,7 @@ async def test_a_resumed_stream_joins_a_running_turn_without_gaps_or_repeats(
     assert resumed[-1]["event"] == "result" and resumed[-1]["data"]["status"] == "completed"
 
 
+@BOTH_SERVERS
 async def test_a_resumed_stream_of_an_idle_session_sends_the_log_and_ends(
         client: httpx.AsyncClient) -> None:
     await client.post("/v1/sessions/s1/turns", json={"text": QUESTION}, headers=ALICE)
@@ -362,8 +383,9 @@ async def test_without_tokens_the_user_comes_from_the_body() -> None:
 # --- many sessions ------------------------------------------------------------------------------
 
 
+@BOTH_SERVERS
 async def test_a_hundred_concurrent_streamed_turns_on_a_hundred_sessions_stay_separate(
-        orchestrator: Orchestrator) -> None:
+        orchestrator: Orchestrator, serve_options: dict[str, Any]) -> None:
     tokens = {f"token-{i}": f"user-{i}" for i in range(100)}
     app = create_app(orchestrator, tokens=tokens)
     limits = httpx.Limits(max_connections=100, max_keepalive_connections=100)
@@ -375,8 +397,8 @@ async def test_a_hundred_concurrent_streamed_turns_on_a_hundred_sessions_stay_se
             assert response.status_code == 200
             return [e async for e in read_sse(response)]
 
-    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=60,
-                                                     limits=limits) as http:
+    async with served(app, **serve_options) as url, httpx.AsyncClient(
+            base_url=url, timeout=60, limits=limits) as http:
         streams = await asyncio.gather(*(turn(http, i) for i in range(100)))
 
     for i, received in enumerate(streams):
@@ -417,3 +439,67 @@ def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFix
 
     assert code == 1
     assert "without authentication" in capsys.readouterr().err
+
+
+# --- sending less: bursts of events, coalesced writes ---------------------------------------
+
+
+async def asgi_post(app: Any, path: str, body: dict[str, Any],
+                    headers: dict[str, str]) -> list[dict[str, Any]]:
+    """Call the ASGI app directly (no server): the messages it sends."""
+    raw = json.dumps(body).encode()
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
+             "http_version": "1.1", "method": "POST", "scheme": "http", "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(k.lower().encode(), v.encode()) for k, v in headers.items()]
+             + [(b"content-type", b"application/json")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2), "state": {}}
+    received = False
+    done = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": raw, "more_body": False}
+        await done.wait()
+        return {"type": "http.disconnect"}
+
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    await app(scope, receive, send)
+    done.set()
+    return sent
+
+
+async def test_a_stream_sends_its_events_in_bursts_and_the_result_with_the_last_one() -> None:
+    orchestrator = Orchestrator()
+    app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+
+    sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
+
+    bodies = [m["body"] for m in sent if m["type"] == "http.response.body" and m["body"]]
+    events = orchestrator.sessions()["s1"].events
+    assert 1 < len(bodies) < len(events)  # more than one burst, fewer sends than events
+    frames = b"".join(bodies).split(b"\n\n")[:-1]
+    assert [int(f.split(b"\n")[0][4:]) for f in frames[:-1]] == [e.seq for e in events]
+    assert frames[-1].startswith(b"event: result\n")
+    assert b"event: turn_finished" in bodies[-1] and b"event: result" in bodies[-1]
+    assert sent[-1]["body"] == bodies[-1] and sent[-1]["more_body"] is False  # and the end
+
+
+async def test_two_apps_on_one_orchestrator_each_stream_only_their_own_turns() -> None:
+    orchestrator = Orchestrator()
+    create_app(orchestrator, tokens=TOKENS)  # a first app, attached as a sink too
+    app = create_app(orchestrator, tokens=TOKENS)
+
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        async with http.stream("POST", "/v1/sessions/s1/turns", json={"text": QUESTION},
+                               headers=STREAM) as response:
+            received = [e async for e in read_sse(response)]
+
+    seqs = [int(e["id"]) for e in received[:-1]]
+    assert seqs == list(range(1, len(orchestrator.sessions()["s1"].events) + 1))

@@ -12,6 +12,6 @@ Starlette service with ``manage_lifecycle=False`` (see ``examples/``).
 from __future__ import annotations
 
 from .app import create_app
-from .hub import RunningTurn, TurnHub, read_events
+from .hub import RunningTurn, Subscription, TurnHub, read_events
 
-__all__ = ["RunningTurn", "TurnHub", "create_app", "read_events"]
+__all__ = ["RunningTurn", "Subscription", "TurnHub", "create_app", "read_events"]

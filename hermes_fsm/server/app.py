@@ -28,15 +28,16 @@ from typing import Any
 from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from ..errors import HermesError, SessionBusy, SessionError, UsageError
+from ..errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
 from .health import readiness
-from .hub import END, RunningTurn, TurnHub, read_events
+from .hub import RunningTurn, Subscription, TurnHub, read_events
 from .openapi import openapi_document
 from .wire import (
     SESSION_ID,
+    EventStreamResponse,
     TurnRequest,
     error_response,
     result_json,
@@ -203,37 +204,44 @@ class _Api:
         return JSONResponse(result_json(result))
 
     async def _stream_turn(self, running: RunningTurn) -> Response:
-        queue = running.subscribe(0)
-        first = await queue.get()
-        if first is END:  # over before its first event: refused (busy, wrong user, …)
+        subscription = running.subscribe(0)
+        await subscription.wait()
+        if not running.events:  # over before its first event: refused (busy, wrong user, …)
             if running.error is None:
                 return error_response(500, "internal_error", "the turn ended without events")
             if isinstance(running.error, HermesError):
                 return _error_for(running.error)
             raise running.error
-        return StreamingResponse(self._event_stream(running, queue, first, 0),
-                                 media_type="text/event-stream", headers=_SSE_HEADERS)
+        return EventStreamResponse(self._event_stream(subscription, 0), headers=_SSE_HEADERS,
+                                   on_disconnect=subscription.close)
 
-    async def _event_stream(self, running: RunningTurn, queue: asyncio.Queue[Any],
-                            first: Any, after: int) -> AsyncIterator[bytes]:
-        """Events of ``running`` from ``queue`` (``first`` already taken), then the result."""
+    async def _event_stream(self, subscription: Subscription, after: int,
+                            head: bytes = b"") -> AsyncIterator[tuple[bytes, bool]]:
+        """``head``, then the events of ``subscription``, then the turn's result, as
+        ``(block, last)`` for :class:`EventStreamResponse`.
+
+        A turn emits its events in bursts between awaits: each burst goes out as one
+        block (one send, one wake-up of the client), not one per event; the last one
+        carries the result and ends the response.
+        """
+        running = subscription.running
         try:
-            item = first
-            while item is not END:
-                if item is not None and item.seq > after:
-                    yield sse(item)
+            while not subscription.closed:
+                finished = running.finished  # before taking: no event can follow the end
+                frames = [head, *(sse(e) for e in subscription.ready() if e.seq > after)]
+                head = b""
+                if finished:
+                    frames.append(_last_frame(running))
+                    yield b"".join(frames), True
+                    return
+                if len(frames) > 1 or frames[0]:
+                    yield b"".join(frames), False
                 try:
-                    item = await asyncio.wait_for(queue.get(), _KEEPALIVE_S)
+                    await subscription.wait(_KEEPALIVE_S)
                 except TimeoutError:
-                    item = None
-                    yield b": keep-alive\n\n"
-            if running.result is not None:
-                yield sse(name="result", data=result_json(running.result))
-            else:
-                yield sse(name="error", data={"code": "turn_failed",
-                                              "message": repr(running.error)})
+                    yield b": keep-alive\n\n", False
         finally:
-            running.unsubscribe(queue)
+            running.unsubscribe(subscription)
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -252,24 +260,18 @@ class _Api:
         last = max(after, logged[-1].seq if logged else 0)
         running = self.hub.running.get(session_id)
         if "text/event-stream" in request.headers.get("accept", ""):
-            return StreamingResponse(self._resume_stream(logged, running, last),
-                                     media_type="text/event-stream", headers=_SSE_HEADERS)
+            head = b"".join(sse(e) for e in logged)
+            if running is None:  # nothing running: the log is all there is
+                return EventStreamResponse(_once(head), headers=_SSE_HEADERS)
+            subscription = running.subscribe(last)
+            return EventStreamResponse(self._event_stream(subscription, last, head),
+                                       headers=_SSE_HEADERS, on_disconnect=subscription.close)
         live = [e for e in running.events if e.seq > last] if running is not None else []
         events = [*logged, *live]
         body = b'{"session_id":%s,"running":%s,"events":[%s]}' % (
             json.dumps(session_id).encode(), b"true" if running is not None else b"false",
             b",".join(e.__pydantic_serializer__.to_json(e) for e in events))
         return Response(body, media_type="application/json")
-
-    async def _resume_stream(self, logged: list[Any], running: RunningTurn | None,
-                             last: int) -> AsyncIterator[bytes]:
-        for event in logged:
-            yield sse(event)
-        if running is not None:
-            queue = running.subscribe(last)
-            first = await queue.get()
-            async for chunk in self._event_stream(running, queue, first, last):
-                yield chunk
 
     async def get_recording(self, request: Request) -> Response:
         caller = self._caller(request)
@@ -329,10 +331,23 @@ def _after(request: Request) -> int | Response:
     return after
 
 
+async def _once(frame: bytes) -> AsyncIterator[tuple[bytes, bool]]:
+    yield frame, True
+
+
+def _last_frame(running: RunningTurn) -> bytes:
+    """The event that ends a turn's stream: its result, or why it failed."""
+    if running.result is not None:
+        return sse(name="result", data=result_json(running.result))
+    return sse(name="error", data={"code": "turn_failed", "message": repr(running.error)})
+
+
 def _error_for(exc: HermesError) -> Response:
     """The HTTP answer to an error a turn raised."""
     if isinstance(exc, SessionBusy):
         return error_response(409, "session_busy", str(exc))
+    if isinstance(exc, SessionArchived):  # for good: its summary is in long-term memory
+        return error_response(410, "session_archived", str(exc))
     if isinstance(exc, SessionError):
         return error_response(403, "forbidden", str(exc))
     if isinstance(exc, UsageError):

@@ -23,12 +23,9 @@ from ..errors import HermesError
 from ..events import Event
 from ..turn import TurnResult
 
-__all__ = ["END", "RunningTurn", "TurnHub", "read_events"]
+__all__ = ["RunningTurn", "Subscription", "TurnHub", "read_events"]
 
 log = logging.getLogger("hermes_fsm.server")
-
-END: Any = object()
-"""Put on a subscriber's queue when its turn is over (result or error on the RunningTurn)."""
 
 _CURRENT: contextvars.ContextVar[RunningTurn | None] = contextvars.ContextVar(
     "hermes_fsm_running_turn", default=None)
@@ -46,6 +43,59 @@ def read_events(orchestrator: Any, session_id: str, after: int) -> list[Event] |
     return events
 
 
+class Subscription:
+    """A reader of a running turn's events, from where it joined to the turn's end.
+
+    :meth:`ready` takes every event emitted since the previous call; :meth:`wait` waits
+    until there is one (or the turn is over). A turn emits its events in bursts between
+    awaits, and a reader woken by the first event of a burst takes the whole burst:
+    publishing costs an append and, once per burst, a wake-up — no per-event queue.
+    """
+
+    def __init__(self, running: RunningTurn, start: int) -> None:
+        self.running = running
+        self.closed = False
+        self._cursor = start
+        self._waiter: asyncio.Future[None] | None = None
+
+    def ready(self) -> list[Event]:
+        """The events not read yet (possibly none); they count as read."""
+        events = self.running.events
+        batch = events[self._cursor:]
+        self._cursor = len(events)
+        return batch
+
+    async def wait(self, timeout_s: float | None = None) -> None:
+        """Return once an event is unread, the turn is over, or the subscription closed.
+
+        Raises:
+            TimeoutError: none of these within ``timeout_s``.
+        """
+        if (self._cursor < len(self.running.events) or self.running.finished
+                or self.closed):
+            return
+        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        try:
+            if timeout_s is None:
+                await waiter
+            else:
+                await asyncio.wait_for(waiter, timeout_s)
+        finally:
+            self._waiter = None
+
+    def wake(self) -> None:
+        """Wake a reader waiting in :meth:`wait` (new events, the end, or closing)."""
+        waiter = self._waiter
+        if waiter is not None and not waiter.done():
+            waiter.set_result(None)
+
+    def close(self) -> None:
+        """Stop reading (the client went away)."""
+        self.closed = True
+        self.running.unsubscribe(self)
+        self.wake()
+
+
 class RunningTurn:
     """A turn started by the server: its task, its events so far, its subscribers.
 
@@ -55,46 +105,46 @@ class RunningTurn:
         task: the task running the turn.
         result: the turn's result once it is over (``None`` before, or if it raised).
         error: what the turn raised instead (e.g. :class:`SessionBusy`).
+        finished: whether the turn is over.
     """
 
-    def __init__(self, session_id: str) -> None:
+    def __init__(self, session_id: str, hub: TurnHub | None = None) -> None:
         self.session_id = session_id
+        self.hub = hub
         self.events: list[Event] = []
         self.task: asyncio.Task[TurnResult] | None = None
         self.result: TurnResult | None = None
         self.error: BaseException | None = None
         self.finished = False
-        self._subscribers: list[asyncio.Queue[Any]] = []
+        self._subscribers: list[Subscription] = []
 
-    def subscribe(self, after: int = 0) -> asyncio.Queue[Any]:
-        """A queue that gets this turn's events with ``seq > after`` (those so far first),
-        then :data:`END`."""
-        queue: asyncio.Queue[Any] = asyncio.Queue()
-        for event in self.events:
-            if event.seq > after:
-                queue.put_nowait(event)
-        if self.finished:
-            queue.put_nowait(END)
-        else:
-            self._subscribers.append(queue)
-        return queue
+    def subscribe(self, after: int = 0) -> Subscription:
+        """A :class:`Subscription` to this turn's events with ``seq > after`` (those so far
+        first)."""
+        start = 0
+        while start < len(self.events) and self.events[start].seq <= after:
+            start += 1
+        subscription = Subscription(self, start)
+        if not self.finished:
+            self._subscribers.append(subscription)
+        return subscription
 
-    def unsubscribe(self, queue: asyncio.Queue[Any]) -> None:
-        """Stop feeding ``queue`` (a client went away)."""
-        if queue in self._subscribers:
-            self._subscribers.remove(queue)
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop waking ``subscription`` (a client went away)."""
+        if subscription in self._subscribers:
+            self._subscribers.remove(subscription)
 
     def publish(self, event: Event) -> None:
-        """Keep ``event`` and hand it to every subscriber."""
+        """Keep ``event`` and wake every subscriber (once per burst: a woken one is skipped)."""
         self.events.append(event)
-        for queue in self._subscribers:
-            queue.put_nowait(event)
+        for subscription in self._subscribers:
+            subscription.wake()
 
     def finish(self) -> None:
-        """Mark the turn over and end every subscription."""
+        """Mark the turn over and wake every subscriber (each reads what is left)."""
         self.finished = True
-        for queue in self._subscribers:
-            queue.put_nowait(END)
+        for subscription in self._subscribers:
+            subscription.wake()
         self._subscribers.clear()
 
 
@@ -113,39 +163,51 @@ class TurnHub:
     def emit(self, event: Event) -> None:
         """Sink entry point: give ``event`` to the running turn of the emitting task."""
         running = _CURRENT.get()
-        if running is None or running.session_id != event.session_id or running.finished:
-            return
+        if (running is None or running.hub is not self or running.finished
+                or running.session_id != event.session_id):
+            return  # not a turn of this hub's (another app on the same orchestrator)
         if not running.events:
             self.running[running.session_id] = running
         running.publish(event)
 
     def start(self, session_id: str, text: str, user_id: str) -> RunningTurn:
         """Start a turn in its own task (it outlives the request that asked for it)."""
-        running = RunningTurn(session_id)
+        running = RunningTurn(session_id, self)
         context = contextvars.copy_context()
         context.run(_CURRENT.set, running)
-        coro = self.orchestrator.run_turn(session_id, text, user_id=user_id)
-        task = asyncio.get_running_loop().create_task(coro, context=context)
+        task = asyncio.get_running_loop().create_task(self._run(running, text, user_id),
+                                                      context=context)
         running.task = task
         self._tasks.add(task)
-        task.add_done_callback(lambda t: self._finished(running, t))
+        task.add_done_callback(self._done)
         return running
 
-    def _finished(self, running: RunningTurn, task: asyncio.Task[TurnResult]) -> None:
-        self._tasks.discard(task)
-        if task.cancelled():
+    async def _run(self, running: RunningTurn, text: str, user_id: str) -> TurnResult:
+        """The turn, then its end published in the same step as its last event (so a
+        stream sends the last burst and the result together)."""
+        try:
+            result: TurnResult = await self.orchestrator.run_turn(running.session_id, text,
+                                                                  user_id=user_id)
+        except asyncio.CancelledError:
             running.error = asyncio.CancelledError()
+            raise
+        except BaseException as error:
+            running.error = error
+            if not isinstance(error, HermesError):  # an engine bug: never lose it
+                log.error("turn on session %s failed", running.session_id, exc_info=error)
+            raise
         else:
-            error = task.exception()
-            if error is None:
-                running.result = task.result()
-            else:
-                running.error = error
-                if not isinstance(error, HermesError):  # an engine bug: never lose it
-                    log.error("turn on session %s failed", running.session_id, exc_info=error)
-        if self.running.get(running.session_id) is running:
-            del self.running[running.session_id]
-        running.finish()
+            running.result = result
+            return result
+        finally:
+            if self.running.get(running.session_id) is running:
+                del self.running[running.session_id]
+            running.finish()
+
+    def _done(self, task: asyncio.Task[TurnResult]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            task.exception()  # retrieved: kept on the RunningTurn, logged if a bug
 
     async def drain(self, timeout_s: float) -> None:
         """Wait (at most ``timeout_s``) for running turns to end; cancel those that do not."""

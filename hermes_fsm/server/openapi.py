@@ -26,6 +26,7 @@ def _json(name: str) -> dict[str, Any]:
 def _errors(*codes: int) -> dict[str, Any]:
     what = {401: "missing or unknown bearer token", 403: "another user's session",
             404: "unknown session", 409: "a turn is already running on the session",
+            410: "the session was archived (start a new one)",
             422: "invalid request (field details in error.details)", 503: "not ready"}
     return {str(c): {"description": what[c], "content": _json("ErrorResponse")} for c in codes}
 
@@ -53,7 +54,7 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
             "requestBody": {"required": True, "content": _json("TurnRequest")},
             "responses": {"200": {"description": "the turn's result, or its event stream",
                                   "content": {**_json("TurnResponse"), **stream}},
-                          **_errors(401, 403, 409, 422)}}},
+                          **_errors(401, 403, 409, 410, 422)}}},
         "/v1/sessions/{session_id}/events": {"get": {
             "summary": "A session's events after a sequence number (JSON, or SSE following "
                        "a running turn)",

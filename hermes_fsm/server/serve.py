@@ -1,4 +1,8 @@
-"""``hermes-fsm serve``: the ASGI app under uvicorn, as the configuration says."""
+"""``hermes-fsm serve``: the ASGI app under uvicorn, as the configuration says.
+
+uvicorn takes its C HTTP parser (httptools) and event loop (uvloop) when they are
+installed: ``pip install 'hermes-fsm[serve]'``.
+"""
 
 from __future__ import annotations
 

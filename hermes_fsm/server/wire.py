@@ -6,18 +6,21 @@ errors (422) list each field problem as ``{"loc", "msg", "type"}``.
 
 from __future__ import annotations
 
+import asyncio
 import re
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import to_json
 from starlette.responses import JSONResponse, Response
+from starlette.types import Receive, Scope, Send
 
 from ..events import Event
 from ..turn import TurnResult
 
-__all__ = ["SESSION_ID", "TurnRequest", "error_response", "result_json", "sse",
-           "validation_response"]
+__all__ = ["SESSION_ID", "EventStreamResponse", "TurnRequest", "error_response", "result_json",
+           "sse", "validation_response"]
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 """What a session id in a URL may look like."""
@@ -97,6 +100,66 @@ def sse(event: Event | None = None, *, name: str | None = None, data: Any = None
     """One server-sent event: an :data:`Event` (``id`` = its seq, ``event`` = its kind), or a
     named one with JSON ``data`` (``result``, ``error``)."""
     if event is not None:
-        payload = to_json(event.__dict__, serialize_unknown=True)
+        payload = event.__pydantic_serializer__.to_json(event)
         return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.kind.encode(), payload)
     return b"event: %s\ndata: %s\n\n" % ((name or "message").encode(), to_json(data))
+
+
+class EventStreamResponse(Response):
+    """A ``text/event-stream`` response sending each block of frames as it comes.
+
+    ``frames`` yields ``(block, last)``: a block marked last goes out with the end of the
+    response (one body message, so a server writes the last events, the result and the
+    chunked encoding's end together). Lighter than Starlette's ``StreamingResponse`` (no
+    task group per response): one watcher task reads the request's channel and, when the
+    client disconnects, calls ``on_disconnect`` (which should make ``frames`` end) — a
+    stream whose client went away stops taking events.
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncIterator[tuple[bytes, bool]], *,
+                 headers: dict[str, str] | None = None,
+                 on_disconnect: Callable[[], None] | None = None) -> None:
+        self.frames = frames
+        self.on_disconnect = on_disconnect
+        self.status_code = 200
+        self.background = None
+        self.init_headers(headers)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = False
+
+        async def watch() -> None:
+            nonlocal gone
+            while (await receive())["type"] != "http.disconnect":
+                pass
+            gone = True
+            if self.on_disconnect is not None:
+                self.on_disconnect()
+
+        watcher = asyncio.get_running_loop().create_task(watch())
+        try:
+            await send({"type": "http.response.start", "status": self.status_code,
+                        "headers": self.raw_headers})
+            ended = False
+            async for block, last in self.frames:
+                if gone:
+                    break
+                await send({"type": "http.response.body", "body": block, "more_body": not last})
+                if last:
+                    ended = True
+                    break
+            if not gone and not ended:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:  # the client went away mid-send (ASGI 2.4 servers say so)
+            pass
+        finally:
+            watcher.cancel()
+            await _aclose(self.frames)
+
+
+async def _aclose(frames: AsyncIterator[Any]) -> None:
+    close = getattr(frames, "aclose", None)
+    if close is not None:
+        await close()
