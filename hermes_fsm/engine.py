@@ -25,6 +25,7 @@ import random
 import time
 import types
 from collections.abc import Generator, Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -32,6 +33,7 @@ from pydantic import BaseModel, ValidationError
 
 from .brain import Brain
 from .config import HermesConfig
+from .context import ContextBuilder, ContextConfig
 from .errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
 from .events import (
     ContractViolation,
@@ -56,6 +58,7 @@ from .tools import ToolRegistry
 from .turn import Services, TurnContext, TurnResult
 
 if TYPE_CHECKING:
+    from .archive import ArchivedSession
     from .durable import DurableSessions
 
 __all__ = ["Orchestrator"]
@@ -86,6 +89,9 @@ class Orchestrator:
             ``None`` (the default): sessions live in this process only.
         lease: one writer per session for a durable store (default: this process only;
             :class:`~hermes_fsm.lease.RedisLease` across processes).
+        context: the token budget of brain requests — a
+            :class:`~hermes_fsm.context.ContextConfig` (default: its defaults) or a ready
+            :class:`~hermes_fsm.context.ContextBuilder`; see :mod:`hermes_fsm.context`.
     """
 
     def __init__(
@@ -106,6 +112,7 @@ class Orchestrator:
         mcp_servers: MCPServers | None = None,
         store: SessionStore | None = None,
         lease: SessionLease | None = None,
+        context: ContextConfig | ContextBuilder | None = None,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -131,6 +138,9 @@ class Orchestrator:
         self.ids = ids or UuidIds()
         self.busy_policy = busy_policy
         self.history_window = history_window
+        if not isinstance(context, ContextBuilder):
+            context = ContextBuilder(context, brain=brain, history_window=history_window)
+        self.services.context = self.context = context
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
         self._sessions: dict[str, Session] = {}
@@ -156,6 +166,7 @@ class Orchestrator:
             "graph": config.graph,
             "busy_policy": config.busy_policy,
             "history_window": config.history_window,
+            "context": config.context,
         }
         if config.brain.kind == "openai" and "brain" not in overrides:
             from .openai_brain import OpenAIBrain
@@ -165,15 +176,18 @@ class Orchestrator:
             from .rules_brain import RulesBrain
 
             kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
-        if "tools" not in overrides:
-            from .toolbox import Toolbox
-
-            box = Toolbox.from_config(config)
-            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
         if "memory" not in overrides:
             from .memory import build_memory
 
             kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
+        if "tools" not in overrides:
+            from .toolbox import Toolbox
+
+            memory = overrides.get("memory", kwargs.get("memory"))
+            # the breaker also reads the experience log: tools failing in any process trip it
+            box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
+                                      clock=overrides.get("clock"))
+            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
         if config.log.format != "off" and "sinks" not in overrides:
             from .sinks import StructlogSink
 
@@ -248,11 +262,15 @@ class Orchestrator:
 
         Raises:
             UsageError: empty text.
+            ContextOverflow: the text alone is over its token budget (see
+                :mod:`hermes_fsm.context`; ``on_input_overflow: truncate`` cuts it instead).
             SessionBusy: a turn is running on this session (``busy_policy='refuse'``).
             SessionError: the session belongs to another user.
+            SessionArchived: the session was archived (durable store); start a new one.
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
+        self.context.check_input(text)  # a message over its token budget: refused up front
         if self._durable is not None:
             return await self._durable.run_turn(session_id, text, user_id)
         session = self.session(session_id, user_id)
@@ -280,6 +298,20 @@ class Orchestrator:
         if self._durable is None:
             raise UsageError("resume needs a durable session store: Orchestrator(store=...)")
         return await self._durable.resume(session_id)
+
+    async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
+                           dry_run: bool = False) -> list[ArchivedSession]:
+        """Archive the sessions idle for ``older_than`` (durable store): each is summarized,
+        the summary goes to its user's long-term memory, and turns on it are refused from
+        then on (see :mod:`hermes_fsm.archive`).
+
+        Raises:
+            UsageError: the orchestrator has no store.
+        """
+        if self._durable is None:
+            raise UsageError("archiving needs a durable session store: Orchestrator(store=...)"
+                             " (hermes_fsm.store.SQLiteStore or PostgresStore)")
+        return await self._durable.archive_idle(older_than, now=now, dry_run=dry_run)
 
     async def _turn(self, session: Session, text: str, user_id: str, *, hold: Any = None,
                     resumed: TurnContext | None = None) -> TurnResult:
@@ -434,7 +466,7 @@ class Orchestrator:
         those need no timer. One that suspends is resumed under ``asyncio.timeout``.
         """
         result = fn(*args)
-        if not inspect.iscoroutine(result):
+        if type(result) is not types.CoroutineType and not inspect.iscoroutine(result):
             if inspect.isawaitable(result):
                 result = _as_coroutine(result)
             else:

@@ -14,7 +14,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Container, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -25,6 +25,7 @@ __all__ = [
     "EVENTS_ADAPTER",
     "EVENT_ADAPTER",
     "BrainCall",
+    "ContextBuilt",
     "ContractViolation",
     "Event",
     "EventList",
@@ -158,6 +159,45 @@ class BrainCall(_Event):
     brain: str
     duration_ms: float
     usage: dict[str, int] = Field(default_factory=dict)
+    usage_source: str | None = Field(
+        default=None, description="where usage came from: server (reported), tokenizer "
+        "(counted with the server's tokenizer), estimated:METHOD; null without usage")
+
+
+class ContextBuilt(_Event):
+    """What a brain request was given, within the token budget (see :mod:`hermes_fsm.context`).
+
+    One per brain request (state attempt that asks the brain), just before ``brain_call``.
+    ``parts`` are tokens per part as sent (``system``, ``summary``, ``history``,
+    ``memory``, ``tools``, ``steps``, ``input``), measured by ``counter``; ``caps`` are
+    the tokens each trimmable part was allowed this time (``summary`` + ``history`` share
+    the ``history`` cap); ``budget`` is ``window - reserved_output``. ``dropped`` counts
+    what this request left out per part (history messages, memory lines, tools — named in
+    ``dropped_tools``); ``truncated`` names parts cut mid-text. ``folded`` messages left
+    the window for the rolling ``summary`` (set only when this build changed it), written
+    by ``summarizer`` (a brain's name, or ``extractive`` — with ``summary_error`` saying
+    why the brain's was not used). ``overflow`` is what nothing could cut (the system
+    prompt and this turn's earlier outputs alone were over the budget).
+    """
+
+    kind: Literal["context_built"] = "context_built"
+    state: str
+    attempt: int = 1
+    counter: str
+    window: int
+    reserved_output: int
+    budget: int
+    used: int
+    parts: dict[str, int]
+    caps: dict[str, int] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    dropped_tools: list[str] = Field(default_factory=list)
+    truncated: list[str] = Field(default_factory=list)
+    folded: int = 0
+    summary: str | None = None
+    summarizer: str | None = None
+    summary_error: str | None = None
+    overflow: int = 0
 
 
 class TokenChunk(_Event):
@@ -291,6 +331,7 @@ Event = Annotated[
     | Retry
     | RouteTaken
     | BrainCall
+    | ContextBuilt
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished
@@ -358,21 +399,24 @@ class EventList(Sequence[Any]):
     (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
     """
 
-    __slots__ = ("_data", "_kinds", "_objects")
+    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects")
 
     def __init__(self) -> None:
         self._kinds: list[type[_Event]] = []
         self._data: list[dict[str, Any]] = []
-        self._objects: list[Any] = []
+        self._objects: dict[int, Any] = {}  # by index: the events built so far
+        self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
+        self._json_upto = 0
 
     def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None) -> None:
         """Append an event given as its kind and field dict (and its object, if built)."""
         self._kinds.append(kind)
         self._data.append(data)
-        self._objects.append(event)
+        if event is not None:
+            self._objects[len(self._data) - 1] = event
 
     def _build(self, index: int) -> Any:
-        event = self._objects[index]
+        event = self._objects.get(index)
         if event is None:
             event = self._objects[index] = make_event(self._kinds[index], self._data[index])
         return event
@@ -389,6 +433,10 @@ class EventList(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._data)
 
+    def of_kinds(self, kinds: Container[str]) -> list[Any]:
+        """The events whose ``kind`` is in ``kinds``, as objects (only those are built)."""
+        return [self._build(i) for i, data in enumerate(self._data) if data["kind"] in kinds]
+
     def __iter__(self) -> Any:
         for i in range(len(self._data)):
             yield self._build(i)
@@ -403,4 +451,22 @@ class EventList(Sequence[Any]):
 
     def to_json(self) -> bytes:
         """The batch as one JSON array (the same JSON each event's model would write)."""
-        return to_json(self._data, serialize_unknown=True)
+        if not self._json:
+            return to_json(self._data, serialize_unknown=True)
+        if self._json_upto < len(self._data):
+            self.json_from(self._json_upto)
+        if len(self._json) == 1:
+            return self._json[0]
+        return b"[" + b",".join(c[1:-1] for c in self._json if len(c) > 2) + b"]"
+
+    def json_from(self, start: int) -> bytes:
+        """The events from ``start`` on as one JSON array (a durable step's write).
+
+        Serialized once: when ``start`` is where the previous call ended, the array is
+        kept and :meth:`to_json` joins the kept arrays rather than serialize again.
+        """
+        blob = to_json(self._data[start:], serialize_unknown=True)
+        if start == self._json_upto:
+            self._json.append(blob)
+            self._json_upto = len(self._data)
+        return blob

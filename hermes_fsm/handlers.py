@@ -13,7 +13,7 @@ from typing import Any
 
 from .brain import BrainReply, BrainRequest
 from .contracts import Contract
-from .events import BrainCall, TokenChunk
+from .events import BrainCall, ContextBuilt, TokenChunk
 from .memory_handlers import apply_memory_updates, recalled_memory
 from .state_contracts import ExecutionResults, Plan
 from .turn import TurnContext
@@ -32,6 +32,7 @@ async def ask_brain(turn: TurnContext) -> Any:
     state = turn.state
     assert state is not None and state.contract is not None
     contract = state.contract
+    await turn.services.tools.breaker.refresh()  # tools tripped elsewhere are not offered
     request = BrainRequest(
         state=state.name,
         contract_name=contract.contract_name,
@@ -39,21 +40,30 @@ async def ask_brain(turn: TurnContext) -> Any:
         text=turn.text,
         user_id=turn.user_id,
         outputs=turn.by_contract,
-        tools=turn.validation_context()["tool_catalog"].describe(),
+        tools=tuple(turn.validation_context()["tool_catalog"].describe()),
         memory=await recalled_memory(turn),
         history=turn.history,
         attempt=turn.attempt,
         repair=turn.repair,
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
     )
+    context = turn.services.context
+    built: dict[str, Any] | None = None
+    if context is not None:  # fit the request to the token budget (hermes_fsm.context)
+        request, built = await context.build(turn, request)
+        turn.emit(ContextBuilt, **built)
     brain = turn.services.brain
     started = time.perf_counter()
     reply = await brain.decide(request)
     usage: dict[str, int] = {}
+    source = None
     if isinstance(reply, BrainReply):
-        usage, reply = dict(reply.usage), reply.output
+        usage, source, reply = dict(reply.usage), reply.usage_source, reply.output
     turn.emit(BrainCall, state=state.name, attempt=turn.attempt, brain=brain.name,
-              duration_ms=(time.perf_counter() - started) * 1000.0, usage=usage)
+              duration_ms=(time.perf_counter() - started) * 1000.0, usage=usage,
+              usage_source=source)
+    if built is not None and usage:
+        context.observe(built["used"], usage, source)
     return reply
 
 

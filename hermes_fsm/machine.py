@@ -42,6 +42,8 @@ class GuardedTransition(Transition):
         self.kind = kind
         self.limit = limit
         self.key = (self.source, self.dest)
+        # the graph's conditions are plain functions of the turn: :meth:`run` calls them
+        self.direct = all(callable(c.func) for c in self.conditions)
 
     def execute(self, event_data: Any) -> bool:
         turn = event_data.args[0]
@@ -50,10 +52,26 @@ class GuardedTransition(Transition):
         for cond in self.conditions:
             if not cond.check(event_data):
                 return False
+        return self._take(event_data.model, turn, event_data.event.name)
+
+    def run(self, event: Any, model: Any, turn: Any) -> bool:
+        """:meth:`execute` for ``event`` fired with the turn alone (as
+        :meth:`GraphMachine.fire` does): the conditions are called as transitions would
+        call them (``send_event=False``), without building an ``EventData``."""
+        if not self.direct:
+            return self.execute(EventData(None, event, event.machine, model, (turn,), {}))
+        if self.kind == "done" and turn.output_state != self.source:
+            return False  # the guard: no validated output of this state, no transition
+        for cond in self.conditions:
+            if not cond.func(turn) == cond.target:  # type: ignore[operator]
+                return False
+        return self._take(model, turn, event.name)
+
+    def _take(self, model: Any, turn: Any, trigger: str) -> bool:
         if self.limit is not None and turn.taken.get(self.key, 0) >= self.limit:
             return False
-        turn.on_transition(self.source, self.dest, event_data.event.name, self.key)
-        event_data.model.state = self.dest
+        turn.on_transition(self.source, self.dest, trigger, self.key)
+        model.state = self.dest
         return True
 
 
@@ -112,8 +130,18 @@ class GraphMachine(Machine):
         self._events_by_name = dict(self.events)
 
     def fire(self, trigger: str, session: Any, turn: Any) -> bool:
-        """Fire ``trigger`` for ``session`` (carrying ``.state``); True when a transition ran."""
-        return bool(self._events_by_name[trigger].trigger(session, turn))
+        """Fire ``trigger`` for ``session`` (carrying ``.state``); True when a transition ran.
+
+        What ``GraphEvent.trigger(session, turn)`` does, with one call per transition tried.
+        """
+        event = self._events_by_name[trigger]
+        candidates = event.transitions.get(session.state)
+        if candidates is None:
+            return bool(event.trigger(session, turn))  # raises MachineError
+        for transition in candidates:  # all GuardedTransition (our transition_cls)
+            if transition.run(event, session, turn):  # type: ignore[attr-defined]
+                return True
+        return False
 
     def edges(self) -> list[tuple[str, str, str | None]]:
         """Every ``(trigger, source, dest)`` of the machine, derived ones included."""

@@ -23,6 +23,9 @@ from .turn import TurnContext
 
 __all__ = ["apply_memory_updates", "recalled_memory"]
 
+_EXPERIENCE_KINDS = frozenset({"tool_call_started", "tool_call_finished", "handler_failed"})
+"""The events :func:`experiences_of` reads (the others are not built as objects for it)."""
+
 _BACKGROUND = BackgroundCommits()
 """Retries for memories that bring none of their own (``memory.background``)."""
 
@@ -73,7 +76,8 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
     now = turn.services.clock.now()
     context: dict[str, Any] = {
         "session_id": turn.session_id, "text": turn.text, "answer": turn.answer() or "",
-        "experiences": experiences_of(turn.events, turn.user_id, turn.text)}
+        "experiences": experiences_of(turn.events.of_kinds(_EXPERIENCE_KINDS), turn.user_id,
+                                      turn.text)}
 
     async def commit() -> Any:
         return await memory.apply(turn.user_id, turn.turn_id, updates, now, **context)

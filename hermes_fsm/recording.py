@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Collection, Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
@@ -93,25 +94,92 @@ class RecordingHeader(BaseModel):
 class Recording:
     """A parsed recording: its header, its events, and where it came from.
 
-    ``raw`` holds each event as parsed JSON (cheap); ``events`` the typed events, built and
+    ``raw`` holds each event as parsed JSON; ``events`` the typed events, built and
     validated on first use when the recording was loaded ``lazy`` (a malformed event then
-    raises :class:`RecordingError` there, naming its line).
+    raises :class:`RecordingError` there, naming its line). A lazy recording keeps its
+    event lines unparsed until something asks: ``raw`` parses them all at once, and
+    :meth:`select` only the lines of the kinds it is given (what ``replay validate``
+    needs is a third of a recording's bytes).
     """
 
-    __slots__ = ("_events", "header", "raw", "source")
+    __slots__ = ("_body", "_events", "_raw", "header", "source")
 
-    def __init__(self, header: RecordingHeader, raw: list[dict[str, Any]], source: str,
-                 events: list[Event] | None = None) -> None:
+    def __init__(self, header: RecordingHeader, raw: list[dict[str, Any]] | None, source: str,
+                 events: list[Event] | None = None, *, body: bytes | None = None) -> None:
+        if raw is None and body is None:
+            raise TypeError("Recording needs its events: raw dicts, or the body's JSON lines")
         self.header = header
-        self.raw = raw
         self.source = source
+        self._raw = raw
+        self._body = body  # the event lines (JSONL), each an object on one line, no blanks
         self._events = events
+
+    @property
+    def raw(self) -> list[dict[str, Any]]:
+        """Every event as parsed JSON (an object with at least ``kind`` and ``turn_id``)."""
+        if self._raw is None:
+            assert self._body is not None
+            self._raw = _checked(_parse_body(self._body, self.source), self.source)
+        return self._raw
 
     @property
     def events(self) -> list[Event]:
         if self._events is None:
             self._events = _typed(self.raw, self.source)
         return self._events
+
+    @property
+    def event_count(self) -> int:
+        """How many events the recording holds (without parsing them)."""
+        if self._raw is not None or self._body is None:
+            return len(self.raw)
+        return self._body.count(b"\n") + 1 if self._body else 0
+
+    def select(self, kinds: Collection[str]) -> list[dict[str, Any]]:
+        """The raw events of ``kinds``, in order, parsing only the lines that may hold one.
+
+        A line is parsed when it contains one of the kind names (or a ``\\u`` escape, which
+        could spell one); the others cannot be events of those kinds. The last line is
+        always parsed: a recording cut short by a crash ends in a broken line.
+
+        Raises:
+            RecordingError: a line read is not JSON, or not an event (naming it).
+        """
+        if self._raw is not None or self._body is None:
+            return [e for e in self.raw if e["kind"] in kinds]
+        body = self._body
+        if not body:
+            return []
+        starts = {body.rfind(b"\n") + 1}
+        needles = [kind.encode() for kind in kinds]
+        if b"\\" in body and _ESCAPE.search(body) is not None:
+            needles.append(b"\\u")  # rare: an escaped character might spell a kind
+        for needle in needles:
+            at = body.find(needle)
+            while at >= 0:
+                start = body.rfind(b"\n", 0, at) + 1
+                starts.add(start)
+                end = body.find(b"\n", at)
+                if end < 0:
+                    break
+                at = body.find(needle, end)
+        lines = []
+        for start in sorted(starts):
+            end = body.find(b"\n", start)
+            lines.append(body[start:] if end < 0 else body[start:end])
+        try:
+            picked: list[Any] = from_json(b"[" + b",".join(lines) + b"]")
+        except ValueError:
+            self.raw  # noqa: B018 - parses every line, naming the bad one
+            raise  # pragma: no cover - the whole body parsed where a part did not
+        chosen = []
+        for item in picked:
+            if not (isinstance(item, dict) and isinstance(item.get("turn_id"), str)
+                    and isinstance(item.get("kind"), str)):
+                self.raw  # noqa: B018 - names the line of the malformed event
+            if item["kind"] in kinds:
+                chosen.append(item)
+        return chosen
 
     def turn_ids(self) -> list[str]:
         """The ids of the recorded turns, in order."""
@@ -127,8 +195,12 @@ class Recording:
     def raw_turns(self) -> list[list[dict[str, Any]]]:
         """The raw events grouped by turn, in order."""
         groups: dict[str, list[dict[str, Any]]] = {}
+        current, group = None, []
         for event in self.raw:
-            groups.setdefault(event["turn_id"], []).append(event)
+            turn_id = event["turn_id"]
+            if turn_id != current:  # a turn's events are usually together: one look-up each
+                current, group = turn_id, groups.setdefault(turn_id, [])
+            group.append(event)
         return list(groups.values())
 
 
@@ -143,6 +215,54 @@ def _typed(raw: list[dict[str, Any]], source: str) -> list[Event]:
                 raise RecordingError(f"{source}:{number}: not a valid event: "
                                      f"{_first_error(exc)}") from None
         raise RecordingError(f"{source}: the events do not validate together") from None
+
+
+def _split_body(data: bytes) -> bytes:
+    """The event lines of a recording's body as one block, one event per line, without
+    blank lines (the form :meth:`Recording.select` searches)."""
+    data = data.strip()
+    if _BLANK_LINE.search(data) is None:
+        return data  # what recordings look like: no line is touched
+    return b"\n".join(line for line in data.split(b"\n") if line.strip())
+
+
+_BLANK_LINE = re.compile(rb"\n\s*\n")
+_ESCAPE = re.compile(rb"\\u")
+
+
+def _parse_body(body: bytes, source: str) -> list[Any]:
+    """Every line of ``body`` parsed (one parse of the whole body: much faster than a
+    parse per line); a line that is not JSON is named."""
+    if not body:
+        return []
+    try:  # a JSON string cannot hold a raw newline: every newline ends an event line
+        parsed: list[Any] = from_json(b"[" + body.replace(b"\n", b",") + b"]")
+        return parsed
+    except ValueError:
+        for number, line in enumerate(body.split(b"\n"), start=2):  # name the bad line
+            try:
+                from_json(line)
+            except ValueError as exc:
+                raise RecordingError(f"{source}:{number}: not JSON ({exc})") from None
+        raise RecordingError(f"{source}: the event lines do not parse") from None
+
+
+def _checked(raw: list[Any], source: str) -> list[dict[str, Any]]:
+    """``raw`` when every item is an object with a string ``kind`` and ``turn_id``."""
+    try:
+        for item in raw:
+            if type(item["turn_id"]) is not str or type(item["kind"]) is not str:
+                break
+        else:
+            return raw
+    except (KeyError, TypeError, IndexError):
+        pass
+    for number, item in enumerate(raw, start=2):  # name the line
+        if not (isinstance(item, dict) and isinstance(item.get("turn_id"), str)
+                and isinstance(item.get("kind"), str)):
+            raise RecordingError(f"{source}:{number}: not a valid event: an event is an "
+                                 "object with kind, session_id, turn_id, seq and at")
+    return raw
 
 
 def _schema_hash(schema: Any) -> str:
@@ -220,18 +340,21 @@ class RecordingSink:
         self._files.clear()
 
 
-def parse_recording(text: str, source: str, lazy: bool = False) -> Recording:
-    """Parse recording text; with ``lazy``, typed events are validated on first use.
+def parse_recording(text: str | bytes, source: str, lazy: bool = False) -> Recording:
+    """Parse recording text; with ``lazy``, events are parsed and validated on first use.
 
     Raises:
         RecordingError: no header, another format, an unknown version, a malformed line —
-            naming the source and line.
+            naming the source and line (with ``lazy``, when the line is first read).
     """
-    lines = [line for line in text.splitlines() if line.strip()]
-    if not lines:
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    data = data.lstrip()
+    cut = data.find(b"\n")
+    first, rest = (data, b"") if cut < 0 else (data[:cut], data[cut + 1:])
+    if not first.strip():
         raise RecordingError(f"{source}: empty file; a recording starts with a header line")
     try:
-        head = json.loads(lines[0])
+        head = from_json(first)
     except ValueError as exc:
         raise RecordingError(f"{source}:1: the header is not JSON ({exc})") from None
     if not isinstance(head, dict) or head.get("format") != FORMAT:
@@ -247,22 +370,7 @@ def parse_recording(text: str, source: str, lazy: bool = False) -> Recording:
         header = RecordingHeader.model_validate(head)
     except ValidationError as exc:
         raise RecordingError(f"{source}:1: malformed header: {_first_error(exc)}") from None
-    body = lines[1:]
-    try:  # one parse of the whole body is much faster than a parse per line
-        raw = from_json("[" + ",".join(body) + "]")
-    except ValueError:
-        for number, line in enumerate(body, start=2):  # find and name the bad line
-            try:
-                from_json(line)
-            except ValueError as exc:
-                raise RecordingError(f"{source}:{number}: not JSON ({exc})") from None
-        raise RecordingError(f"{source}: the event lines do not parse") from None
-    for number, item in enumerate(raw, start=2):
-        if not (isinstance(item, dict) and isinstance(item.get("turn_id"), str)
-                and isinstance(item.get("kind"), str)):
-            raise RecordingError(f"{source}:{number}: not a valid event: an event is an "
-                                 "object with kind, session_id, turn_id, seq and at")
-    recording = Recording(header, raw, source)
+    recording = Recording(header, None, source, body=_split_body(rest))
     if not lazy:
         recording.events  # noqa: B018 - validates every event now
     return recording
@@ -272,10 +380,10 @@ def load_recording(path: str | Path, lazy: bool = False) -> Recording:
     """Read a recording file (see :func:`parse_recording`)."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = path.read_bytes()
     except OSError as exc:
         raise RecordingError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    return parse_recording(text, str(path), lazy)
+    return parse_recording(data, str(path), lazy)
 
 
 def iter_recordings(paths: Sequence[str | Path]) -> Iterator[Path]:

@@ -3,14 +3,17 @@
 Two checks, shaped like Temporal's replayer (one recording, many, an iterator underneath;
 the failure returned as a value, raised by default):
 
-- **validate** — every recorded state output and tool input is validated again against
-  today's contracts. A finding names the event, the contract (``name@version``) that now
-  rejects it, the field and why: *contract drift*.
+- **validate** — every recorded state output, tool input and tool output is validated
+  again against today's contracts (state contracts, tools' input and output schemas). A
+  finding names the event, the contract (``name@version``) that now rejects it, the field
+  and why: *contract drift*. Only the lines holding those payloads are parsed.
 - **rerun** — today's graph and handlers are driven by a replay brain and replay tools
   fed from the recording (offline: no model, no tool, no network, no waiting), and the
   events they produce are compared with the recorded ones. The first divergence of each
   turn is reported with a readable diff: a different transition, a different tool call or
-  arguments, an output that no longer validates.
+  arguments, an output that no longer validates. Recorded and rerun events are compared
+  as field dicts (the recording's JSON, the engine's event data), on every field but the
+  volatile ones; no event object is built on either side.
 
 >>> import asyncio
 >>> from hermes_fsm import Orchestrator
@@ -29,17 +32,18 @@ import asyncio
 import difflib
 import json
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from pydantic import ValidationError
 
 from .brain import BrainRequest
 from .contracts import ContractRegistry, split_ref
 from .errors import BrainError, ContractError, HermesError, RetryableError
-from .events import Event
+from .events import Event, ToolCallFinished, ToolCallStarted, event_data
 from .executor import truncate_for_model
 from .graph import Graph, default_graph_path, load_graph
 from .recording import Recording, load_recording
@@ -50,7 +54,18 @@ __all__ = ["Divergence", "Finding", "ReplayFailed", "ReplayResult", "Replayer",
 # Fields that differ between runs and say nothing about the turn's behaviour: times, ids,
 # which brain answered and what it cost, how long a backoff waited.
 _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "brain", "usage",
-                       "delay_s"})
+                       "usage_source", "delay_s"})
+
+# Event kinds a rerun does not compare. ``context_built`` records what the recording
+# process's budget and token counter made of each brain request; the replay brain answers
+# from the recording whatever its context, and the counts depend on that process's
+# settings (window, tokenizer, calibration), so comparing them would report settings,
+# not behaviour. A rerun still builds contexts (and rolling summaries) as usual.
+_NOT_COMPARED = frozenset({"context_built"})
+
+# The events ``validate`` reads: the payloads it checks, and where each turn begins.
+_VALIDATED = frozenset({"turn_started", "state_output", "tool_call_started",
+                        "tool_call_finished"})
 
 
 @dataclass(frozen=True)
@@ -134,7 +149,8 @@ class Replayer:
 
     Args:
         graph: today's graph (a :class:`Graph` or a path).
-        tools: today's tool registry (default: the demo tools), for tool inputs and plans.
+        tools: today's tool registry (default: the demo tools), for tool inputs and
+            outputs, and plans.
         contracts: today's contracts (default: the graph's).
     """
 
@@ -148,19 +164,30 @@ class Replayer:
             tools = offline_catalog()
         self.tools = tools
         self._rerunner: Any = None
+        self._replay: tuple[ReplayBrain, ReplayExecutor, ReplayMemory] | None = None
+        self._checks: dict[str, tuple[Any, bool]] = {}  # contract name → (today's, has facts)
 
     # --- one recording -------------------------------------------------------------
 
     def validate(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
-        """Re-validate every recorded state output and tool input against today's contracts.
+        """Re-validate every recorded state output, tool input and tool output against
+        today's contracts.
+
+        Only the events that carry those payloads are read (a lazily loaded recording
+        parses only their lines).
 
         Raises:
             ReplayFailed: drift was found (unless ``raise_on_failure`` is False).
+            RecordingError: a line to check is malformed.
         """
-        turns = recording.raw_turns()
-        result = ReplayResult(recording.source, "validate", len(turns), len(recording.raw))
-        for turn in turns:
-            result.findings.extend(self._validate_turn(recording.source, turn))
+        events = recording.select(_VALIDATED)
+        turns = len({e["turn_id"] for e in events})
+        result = ReplayResult(recording.source, "validate", turns, recording.event_count)
+        try:
+            self._validate_events(recording.source, events, result.findings)
+        except (KeyError, TypeError, AttributeError):
+            recording.events  # noqa: B018 - a malformed event: raises, naming its line
+            raise
         return _finish(result, raise_on_failure)
 
     def rerun(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
@@ -175,17 +202,20 @@ class Replayer:
 
     async def arerun(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
         """:meth:`rerun`, for callers already in an event loop."""
-        turns = recording.turns()
-        result = ReplayResult(recording.source, "rerun", len(turns), len(recording.events))
+        turns = recording.raw_turns()
+        result = ReplayResult(recording.source, "rerun", len(turns), recording.event_count)
+        divergences: list[Divergence] = []
         try:
-            actual_turns = await self._rerun(recording, turns)
+            await self._rerun(recording, turns, divergences)
         except HermesError as exc:
             result.error = f"{recording.source}: rerun could not run: {exc}"
             return _finish(result, raise_on_failure)
-        for recorded, actual in zip(turns, actual_turns, strict=True):
-            divergence = _first_divergence(recording.source, recorded, actual)
-            if divergence is not None:
-                result.divergences.append(divergence)
+        except (KeyError, TypeError, AttributeError):
+            recording.events  # noqa: B018 - a malformed event: raises, naming its line
+            raise
+        if divergences:  # a malformed recorded event diverges: say so, naming its line
+            recording.events  # noqa: B018
+        result.divergences = divergences
         return _finish(result, raise_on_failure)
 
     # --- many recordings -------------------------------------------------------------
@@ -209,79 +239,119 @@ class Replayer:
 
     # --- validate ------------------------------------------------------------------
 
-    def _validate_turn(self, source: str, events: Sequence[Mapping[str, Any]]
-                       ) -> list[Finding]:
-        findings: list[Finding] = []
-        fact_ids: set[Any] = set()
+    def _validate_events(self, source: str, events: Sequence[Mapping[str, Any]],
+                         findings: list[Finding]) -> None:
+        """Check each payload against today's contract; findings in event order.
+
+        References are checked too, as the engine does: plans against today's tools,
+        answers' evidence against the facts established earlier in the same turn.
+        """
+        tools = self.tools
+        find_tool = getattr(tools, "find", None)
+        checks = self._checks
+        facts: dict[str, set[Any]] = {}
         for e in events:
             kind = e["kind"]
-            if kind == "state_output" and e.get("contract"):
-                recorded = e["contract"]
-                name, _ = split_ref(recorded)
-                try:
-                    contract = self.contracts.get(name)
-                except ContractError:
+            if kind == "state_output":
+                recorded = e.get("contract")
+                if not recorded:
+                    continue
+                name = split_ref(recorded)[0]
+                check = checks.get(name)
+                if check is None:
+                    check = checks[name] = self._contract_check(name)
+                contract, has_facts = check
+                if contract is None:
                     findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["state"],
                                             f"{name}@?", recorded,
                                             [{"loc": [], "msg": f"no contract named {name!r} "
                                               "today"}]))
                     continue
-                context = {"tool_catalog": self.tools, "fact_ids": fact_ids}
+                turn_id = e["turn_id"]
+                fact_ids = facts.get(turn_id)
+                if fact_ids is None:
+                    fact_ids = facts[turn_id] = set()
+                context = {"tool_catalog": tools, "fact_ids": fact_ids}
                 try:
                     output = contract.validate_output(e["output"], context)
                 except ValidationError as exc:
-                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["state"],
+                    findings.append(Finding(source, turn_id, e["seq"], kind, e["state"],
                                             contract.ref(), recorded, _errors(exc)))
                     continue
-                if "facts" in type(output).model_fields:
-                    fact_ids = {getattr(f, "id", None) for f in output.facts}  # type: ignore[attr-defined]
+                if has_facts:
+                    facts[turn_id] = {getattr(f, "id", None) for f in output.facts}
             elif kind == "tool_call_started":
-                problem = self.tools.check_call(e["tool"], e["arguments"])
+                name = e["tool"]
+                problem = tools.check_call(name, e["arguments"])
                 if problem is not None:
-                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, e["tool"],
-                                            f"tool {e['tool']} input", "",
+                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, name,
+                                            f"tool {_tool_ref(find_tool, name)} input", "",
                                             [{"loc": ["arguments"], "msg": problem}]))
-        return findings
+            elif kind == "tool_call_finished":
+                # an output refused when it was recorded (or replaced by a fallback's) was
+                # dealt with then: drift is today's contract refusing one that passed
+                if not e["ok"] or e.get("output_violation") or e.get("fallback"):
+                    continue
+                name = e["tool"]
+                tool = find_tool(name) if find_tool is not None else None
+                if tool is None:  # unknown today: its tool_call_started says so
+                    continue
+                problem = tool.output_problem(e.get("output"))
+                if problem is not None:
+                    findings.append(Finding(source, e["turn_id"], e["seq"], kind, name,
+                                            f"tool {_tool_ref(find_tool, name)} output", "",
+                                            [{"loc": ["output"], "msg": problem}]))
+
+    def _contract_check(self, name: str) -> tuple[Any, bool]:
+        """Today's contract called ``name`` (``None`` if there is none), and whether its
+        outputs establish facts (a ``facts`` list) that later outputs may cite."""
+        try:
+            contract = self.contracts.get(name)
+        except ContractError:
+            return None, False
+        return contract, "facts" in contract.model_fields
 
     # --- rerun ---------------------------------------------------------------------
 
-    async def _rerun(self, recording: Recording,
-                     turns: list[list[Event]]) -> list[Sequence[Event]]:
+    async def _rerun(self, recording: Recording, turns: list[list[dict[str, Any]]],
+                     divergences: list[Divergence]) -> None:
+        """Run each recorded turn again and compare its events as they come (the rerun
+        events of a turn are dropped once compared)."""
         orchestrator = self._orchestrator()
-        brain = ReplayBrain(turns)
-        executor = ReplayExecutor(turns)
-        memory = ReplayMemory(turns)
-        orchestrator.services.brain = brain
-        orchestrator.services.executor = executor
-        orchestrator.services.memory = memory
-        orchestrator.ids = _RecordedIds([t[0].turn_id for t in turns])
+        assert self._replay is not None
+        brain, executor, memory = self._replay
+        orchestrator.ids = _RecordedIds([t[0]["turn_id"] for t in turns])
         header = recording.header
-        session_id, user_id = header.session_id, header.user_id
-        out: list[Sequence[Event]] = []
+        session_id, user_id, source = header.session_id, header.user_id, recording.source
         try:
             for turn in turns:
-                started: Any = turn[0]
-                if started.kind != "turn_started":
-                    raise HermesError(f"turn {started.turn_id} does not begin with "
+                started = turn[0]
+                if started["kind"] != "turn_started":
+                    raise HermesError(f"turn {started['turn_id']} does not begin with "
                                       "turn_started; the recording is cut or out of order")
-                brain.begin(started.turn_id)
-                executor.begin(started.turn_id)
-                memory.begin(started.turn_id)
-                result = await orchestrator.run_turn(session_id, started.text,
-                                                     user_id=started.user_id or user_id)
-                out.append(result.events)
+                outcomes, calls, recall, writes = _index_turn(turn)
+                brain.load(outcomes)
+                executor.load(calls)
+                memory.load(started["turn_id"], recall, writes)
+                result = await orchestrator.run_turn(session_id, started["text"],
+                                                     user_id=started["user_id"] or user_id)
+                divergence = _first_divergence(source, turn, result.events)
+                if divergence is not None:
+                    divergences.append(divergence)
         finally:
             orchestrator.sessions().pop(session_id, None)
-        return out
 
     def _orchestrator(self) -> Any:
-        """One orchestrator (one machine) for every rerun; brain, tools, memory and ids are
-        swapped per recording."""
+        """One orchestrator (one machine) for every rerun, with one replay brain, executor
+        and memory; what they answer is loaded per turn."""
         if self._rerunner is None:
             from .engine import Orchestrator
 
-            self._rerunner = Orchestrator(self.graph, brain=ReplayBrain([]), tools=self.tools,
-                                          memory=ReplayMemory([]), sleep=_no_wait)
+            brain, executor, memory = ReplayBrain(), ReplayExecutor(), ReplayMemory()
+            self._rerunner = Orchestrator(self.graph, brain=brain, tools=self.tools,
+                                          memory=memory, executor=executor,  # type: ignore[arg-type]
+                                          sleep=_no_wait)
+            self._replay = brain, executor, memory
         return self._rerunner
 
 
@@ -340,16 +410,26 @@ class ReplayBrain:
     the recorded raw output (the refused one, for a contract violation); for an attempt
     that failed before the brain answered, it raises the recorded error again (a timeout
     as :class:`TimeoutError`, at once).
+
+    Args:
+        turns: recorded turns (each a list of events, raw or typed); :meth:`begin` picks
+            one by id. A replayer instead :meth:`load`\\ s each turn's outcomes as it goes.
     """
 
     name = "replay"
 
-    def __init__(self, turns: Sequence[Sequence[Event]]) -> None:
-        self._by_turn = {t[0].turn_id: _brain_outcomes(t) for t in turns if t}
+    def __init__(self, turns: Sequence[Sequence[Any]] = ()) -> None:
+        self._turns = _turns_by_id(turns)
         self._current: dict[str, deque[Any]] = {}
 
     def begin(self, turn_id: str) -> None:
-        self._current = {state: deque(q) for state, q in self._by_turn.get(turn_id, {}).items()}
+        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
+        self.load(_index_turn(self._turns.get(turn_id, ()))[0])
+
+    def load(self, outcomes: Mapping[str, Iterable[Any]]) -> None:
+        """Answer from ``outcomes``: per state, what the brain returned (or raised), in
+        attempt order."""
+        self._current = {state: deque(queue) for state, queue in outcomes.items()}
 
     async def decide(self, request: BrainRequest) -> Any:
         queue = self._current.get(request.state)
@@ -362,72 +442,125 @@ class ReplayBrain:
         return outcome
 
 
-def _brain_outcomes(events: Sequence[Event]) -> dict[str, list[Any]]:
-    """Per state, in attempt order: what the brain returned (or the error it ended in)."""
+def _turns_by_id(turns: Sequence[Sequence[Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    out: dict[str, list[Mapping[str, Any]]] = {}
+    for events in turns:
+        if events:
+            data = [_fields(e) for e in events]
+            out[data[0]["turn_id"]] = data
+    return out
+
+
+def _fields(event: Any) -> Mapping[str, Any]:
+    """An event's fields: a raw event as is, a typed one's values."""
+    return event if isinstance(event, Mapping) else event.__dict__
+
+
+_INDEXED = frozenset({"brain_call", "state_output", "contract_violation", "handler_failed",
+                      "timed_out", "tool_call_started", "tool_call_finished", "memory_recalled",
+                      "memory_write"})
+
+
+def _index_turn(events: Sequence[Mapping[str, Any]]
+                ) -> tuple[dict[str, list[Any]], list[tuple[Mapping[str, Any], Mapping[str, Any]]],
+                           Mapping[str, Any] | None, list[Mapping[str, Any]]]:
+    """What a recorded turn's events say the outside world did, in one pass:
+
+    - per state, in attempt order, what the brain returned (or the error it ended in);
+    - the tool calls, each as its (started, finished) events, in the order they finished;
+    - the memory recall (its ``memory_recalled`` event, if any);
+    - the memory writes (``memory_write`` events).
+    """
     outcomes: dict[str, list[Any]] = {}
     asked: set[tuple[str, int]] = set()
-    for event in events:
-        e: Any = event
-        key = (getattr(e, "state", ""), getattr(e, "attempt", 0))
-        if e.kind == "brain_call":
-            asked.add(key)
-        elif e.kind == "contract_violation" and key in asked:
-            outcomes.setdefault(e.state, []).append(e.raw)
-        elif e.kind == "state_output" and key in asked:
-            outcomes.setdefault(e.state, []).append(e.raw if e.raw is not None else e.output)
-        elif e.kind == "handler_failed" and key not in asked:
-            error = (RetryableError(e.message) if e.retryable else BrainError(e.message))
-            outcomes.setdefault(e.state, []).append(error)
-        elif e.kind == "timed_out" and e.scope == "state" and key not in asked:
-            outcomes.setdefault(e.state, []).append(TimeoutError())
-    return outcomes
+    pending: dict[str, Mapping[str, Any]] = {}
+    calls: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
+    recall: Mapping[str, Any] | None = None
+    writes: list[Mapping[str, Any]] = []
+    indexed = _INDEXED
+    for e in events:
+        kind = e["kind"]
+        if kind not in indexed:
+            continue
+        if kind == "brain_call":
+            asked.add((e["state"], e["attempt"]))
+        elif kind == "state_output":
+            if (e["state"], e["attempt"]) in asked:
+                raw = e.get("raw")
+                outcomes.setdefault(e["state"], []).append(raw if raw is not None
+                                                           else e["output"])
+        elif kind == "contract_violation":
+            if (e["state"], e["attempt"]) in asked:
+                outcomes.setdefault(e["state"], []).append(e.get("raw"))
+        elif kind == "handler_failed":
+            if (e["state"], e["attempt"]) not in asked:
+                error = (RetryableError(e["message"]) if e["retryable"]
+                         else BrainError(e["message"]))
+                outcomes.setdefault(e["state"], []).append(error)
+        elif kind == "timed_out":
+            if e["scope"] == "state" and (e["state"], e["attempt"]) not in asked:
+                outcomes.setdefault(e["state"], []).append(TimeoutError())
+        elif kind == "tool_call_started":
+            pending[e["call_id"]] = e
+        elif kind == "tool_call_finished":
+            started = pending.pop(e["call_id"], None)
+            if started is not None:
+                calls.append((started, e))
+        elif kind == "memory_recalled":
+            recall = e
+        elif kind == "memory_write":
+            writes.append(e)
+    return outcomes, calls, recall, writes
 
 
 class ReplayExecutor:
-    """Answers tool calls from the recording, in order; never runs a tool."""
+    """Answers tool calls from the recording, in order; never runs a tool.
 
-    def __init__(self, turns: Sequence[Sequence[Event]], max_result_chars: int = 4000) -> None:
+    Args:
+        turns: recorded turns (raw or typed events); :meth:`begin` picks one by id. A
+            replayer instead :meth:`load`\\ s each turn's calls as it goes.
+        max_result_chars: as the tool executor's: an output the model saw truncated is
+            truncated the same way.
+    """
+
+    def __init__(self, turns: Sequence[Sequence[Any]] = (), max_result_chars: int = 4000
+                 ) -> None:
         self.max_result_chars = max_result_chars
-        self._by_turn: dict[str, list[tuple[Any, Any]]] = {}
-        for events in turns:
-            pending: dict[str, Any] = {}
-            calls: list[tuple[Any, Any]] = []
-            for event in events:
-                e: Any = event
-                if e.kind == "tool_call_started":
-                    pending[e.call_id] = e
-                elif e.kind == "tool_call_finished" and e.call_id in pending:
-                    calls.append((pending.pop(e.call_id), e))
-            if events:
-                self._by_turn[events[0].turn_id] = calls
-        self._queue: deque[tuple[Any, Any]] = deque()
+        self._turns = _turns_by_id(turns)
+        self._queue: deque[tuple[Mapping[str, Any], Mapping[str, Any]]] = deque()
 
     def begin(self, turn_id: str) -> None:
-        self._queue = deque(self._by_turn.get(turn_id, []))
+        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
+        self.load(_index_turn(self._turns.get(turn_id, ()))[1])
+
+    def load(self, calls: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> None:
+        """Answer from ``calls``: (``tool_call_started``, ``tool_call_finished``) events."""
+        self._queue = deque(calls)
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
-                      emit: Any, caller: str = "anonymous") -> list[dict[str, Any]]:
+                      emit: Any, caller: str = "anonymous", journal: Any = None
+                      ) -> list[dict[str, Any]]:
         return [self._one(call_id, tool, arguments, emit) for call_id, tool, arguments in calls]
 
     def _one(self, call_id: str, tool: str, arguments: dict[str, Any],
              emit: Any) -> dict[str, Any]:
         if not self._queue:
-            emit_started = {"call_id": call_id, "tool": tool, "arguments": arguments}
-            emit(_event_class("tool_call_started"), **emit_started)
+            emit(ToolCallStarted, call_id=call_id, tool=tool, arguments=arguments)
             return {"call_id": call_id, "tool_name": tool, "success": False,
                     "error_code": "REPLAY_NO_RECORDED_CALL",
                     "message": "the recording has no more tool calls", "retryable": False}
         started, finished = self._queue.popleft()
-        emit(type(started), **{**_payload(started), "call_id": call_id, "tool": tool,
-                               "arguments": arguments})
-        emit(type(finished), **{**_payload(finished), "call_id": call_id, "tool": tool})
-        if finished.ok:
+        emit(ToolCallStarted, **{**_payload(started, _STARTED_FIELDS), "call_id": call_id,
+                                 "tool": tool, "arguments": arguments})
+        emit(ToolCallFinished, **{**_payload(finished, _FINISHED_FIELDS), "call_id": call_id,
+                                  "tool": tool})
+        if finished["ok"]:
             envelope = {"call_id": call_id, "tool_name": tool, "success": True,
-                        "output": finished.output}
-            if finished.truncated:  # the model saw a preview: show it the same one
+                        "output": finished.get("output")}
+            if finished.get("truncated"):  # the model saw a preview: show it the same one
                 truncate_for_model(envelope, self.max_result_chars)
             return envelope
-        return {"call_id": call_id, "tool_name": tool, "success": False, **finished.error}
+        return {"call_id": call_id, "tool_name": tool, "success": False, **finished["error"]}
 
 
 class ReplayMemory:
@@ -436,36 +569,42 @@ class ReplayMemory:
     A rerun must not depend on what a memory store holds today (other sessions of the
     same user wrote to it since), so recall returns the recorded items and a commit
     reports the recorded outcomes. Nothing is stored.
+
+    Args:
+        turns: recorded turns (raw or typed events); :meth:`begin` picks one by id. A
+            replayer instead :meth:`load`\\ s each turn's recall and writes as it goes.
     """
 
-    def __init__(self, turns: Sequence[Sequence[Event]]) -> None:
-        self._recalls: dict[str, Any] = {}
-        self._writes: dict[str, list[Any]] = {}
-        for events in turns:
-            for event in events:
-                e: Any = event
-                if e.kind == "memory_recalled":
-                    self._recalls[e.turn_id] = e
-                elif e.kind == "memory_write":
-                    self._writes.setdefault(e.turn_id, []).append(e)
+    def __init__(self, turns: Sequence[Sequence[Any]] = ()) -> None:
+        self._turns = _turns_by_id(turns)
         self._turn = ""
+        self._recall: Mapping[str, Any] | None = None
+        self._writes: list[Mapping[str, Any]] = []
 
     def begin(self, turn_id: str) -> None:
-        self._turn = turn_id
+        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
+        _, _, recall, writes = _index_turn(self._turns.get(turn_id, ()))
+        self.load(turn_id, recall, writes)
+
+    def load(self, turn_id: str, recall: Mapping[str, Any] | None,
+             writes: list[Mapping[str, Any]]) -> None:
+        """Answer for turn ``turn_id`` with its ``memory_recalled`` event (or none) and its
+        ``memory_write`` events."""
+        self._turn, self._recall, self._writes = turn_id, recall, writes
 
     async def recall(self, user_id: str, query: str, k: int = 5) -> list[Any]:
+        event = self._recall
+        if event is None:
+            return []
         from datetime import datetime
 
         from .errors import MemoryStoreError
         from .memory import MemoryItem
 
-        event = self._recalls.get(self._turn)
-        if event is None:
-            return []
-        if event.error:
-            raise MemoryStoreError(event.error)
+        if event.get("error"):
+            raise MemoryStoreError(event["error"])
         items = []
-        for item in event.items:
+        for item in event.get("items", ()):
             created = datetime.fromisoformat(item["created_at"])
             items.append(MemoryItem(
                 user_id=user_id, key=item["key"], value=item["value"], memory_type="fact",
@@ -478,34 +617,64 @@ class ReplayMemory:
                     **context: Any) -> list[Any]:
         from .memory import WriteOutcome
 
-        return [WriteOutcome(e.key, e.update_type, e.status, e.detail)
-                for e in self._writes.get(turn_id, [])]
+        if turn_id != self._turn:
+            return []
+        return [WriteOutcome(e["key"], e["update_type"], e["status"], e.get("detail", ""))
+                for e in self._writes]
 
     async def forget(self, user_id: str) -> int:
         return 0
 
 
+_EVENT_CLASSES: dict[str, Any] = {cls.model_fields["kind"].default: cls
+                                  for cls in get_args(get_args(Event)[0])}
+_BASE_FIELDS = frozenset({"session_id", "turn_id", "seq", "at", "kind"})
+_STARTED_FIELDS = frozenset(ToolCallStarted.model_fields) - _BASE_FIELDS
+_FINISHED_FIELDS = frozenset(ToolCallFinished.model_fields) - _BASE_FIELDS
+
+
 def _event_class(kind: str) -> Any:
-    from typing import get_args
-
-    from .events import Event
-
-    for cls in get_args(get_args(Event)[0]):
-        if cls.model_fields["kind"].default == kind:
-            return cls
-    raise KeyError(kind)
+    return _EVENT_CLASSES[kind]
 
 
-def _payload(event: Any) -> dict[str, Any]:
-    data: dict[str, Any] = event.model_dump()
-    for key in ("session_id", "turn_id", "seq", "at", "kind"):
-        data.pop(key, None)
-    return data
+def _payload(event: Mapping[str, Any], fields: frozenset[str]) -> dict[str, Any]:
+    """A recorded event's own fields (not its ids, time or kind) that today's event has."""
+    return {k: v for k, v in event.items() if k in fields}
 
 
 def _normal(data: Mapping[str, Any]) -> dict[str, Any]:
     """An event's fields without the volatile ones (times, ids, costs)."""
     return {k: v for k, v in data.items() if k not in _VOLATILE}
+
+
+_Comparison = tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any], frozenset[str]]
+_COMPARED: dict[str, _Comparison] = {}
+
+
+def _comparison(kind: str) -> _Comparison | None:
+    """For events of ``kind``: a getter of the fields a rerun compares (all but the
+    volatile ones), the event's defaults, and its field names; ``None`` for no such kind."""
+    found = _COMPARED.get(kind)
+    if found is None:
+        cls = _EVENT_CLASSES.get(kind)
+        if cls is None:
+            return None
+        fields = [n for n in cls.model_fields if n not in _VOLATILE]
+        defaults = dict(event_data(cls, {}))
+        found = _COMPARED[kind] = (itemgetter(*fields), defaults, frozenset(defaults))
+    return found
+
+
+def _recorded(event: Mapping[str, Any]) -> dict[str, Any]:
+    """A recorded event as its typed event's fields: defaults filled (for an event recorded
+    before a field with a default was added), unknown fields left out."""
+    comparison = _comparison(event["kind"])
+    if comparison is None:
+        return dict(event)
+    _, defaults, names = comparison
+    data = defaults.copy()
+    data.update((k, v) for k, v in event.items() if k in names)
+    return data
 
 
 def _reason(expected: Mapping[str, Any] | None, actual: Mapping[str, Any] | None) -> str:
@@ -534,22 +703,58 @@ def _reason(expected: Mapping[str, Any] | None, actual: Mapping[str, Any] | None
     return f"a different event: recorded {ek}, now {ak}"
 
 
-def _first_divergence(source: str, recorded: Sequence[Event],
-                      actual: Sequence[Event]) -> Divergence | None:
+def _first_divergence(source: str, recorded: Sequence[Any],
+                      actual: Sequence[Any]) -> Divergence | None:
+    """The first event where a rerun turn differs from its recording, on every field but
+    the volatile ones; ``None`` when they agree. Events are compared as field dicts (the
+    recording's raw JSON, the rerun's event data): no event object is built."""
     actual_data = getattr(actual, "_data", None)  # an EventList: compare its field dicts
     if actual_data is None:
-        actual_data = [e.__dict__ for e in actual]
-    for index in range(max(len(recorded), len(actual_data))):
-        exp = _normal(recorded[index].__dict__) if index < len(recorded) else None
-        act = _normal(actual_data[index]) if index < len(actual_data) else None
-        if exp == act:
-            continue
-        seq = recorded[index].seq if index < len(recorded) else recorded[-1].seq + 1
-        diff = "\n".join(difflib.unified_diff(
-            _pretty(exp), _pretty(act), fromfile=f"recorded seq {seq}", tofile="rerun",
-            lineterm=""))
-        return Divergence(source, recorded[0].turn_id, seq, _reason(exp, act), exp, act, diff)
-    return None
+        actual_data = [_fields(e) for e in actual]
+    if recorded and type(recorded[0]) is not dict:
+        recorded = [_fields(e) for e in recorded]
+    skip = _NOT_COMPARED
+    rec_events = [e for e in recorded if e["kind"] not in skip]
+    act_events = [d for d in actual_data if d["kind"] not in skip]
+    compared = _COMPARED
+    for rec, act in zip(rec_events, act_events, strict=False):
+        kind = act["kind"]
+        if rec["kind"] == kind:
+            comparison = compared.get(kind) or _comparison(kind)
+            if comparison is not None:
+                get = comparison[0]
+                try:
+                    if get(rec) == get(act):
+                        continue
+                except KeyError:  # recorded before a field was added: compare its default
+                    if get(_recorded(rec)) == get(act):
+                        continue
+        return _divergence(source, rec_events, rec, act)
+    if len(rec_events) == len(act_events):
+        return None
+    if len(rec_events) > len(act_events):
+        return _divergence(source, rec_events, rec_events[len(act_events)], None)
+    return _divergence(source, rec_events, None, act_events[len(rec_events)])
+
+
+def _divergence(source: str, recorded: Sequence[Mapping[str, Any]],
+                rec: Mapping[str, Any] | None, act: Mapping[str, Any] | None) -> Divergence:
+    """The divergence at ``rec`` (the recorded event, ``None`` past the recorded end) and
+    ``act`` (the rerun's, ``None`` past the rerun's end), with a readable diff."""
+    exp = _normal(_recorded(rec)) if rec is not None else None
+    now = _normal(act) if act is not None else None
+    seq = rec["seq"] if rec is not None else recorded[-1]["seq"] + 1
+    diff = "\n".join(difflib.unified_diff(
+        _pretty(exp), _pretty(now), fromfile=f"recorded seq {seq}", tofile="rerun",
+        lineterm=""))
+    return Divergence(source, recorded[0]["turn_id"], seq, _reason(exp, now), exp, now, diff)
+
+
+def _tool_ref(find_tool: Any, name: str) -> str:
+    """``name@version`` of today's tool ``name`` (its name alone when it has no contract)."""
+    tool = find_tool(name) if find_tool is not None else None
+    contract = getattr(tool, "contract", None)
+    return f"{name}@{contract.version}" if contract is not None else name
 
 
 def _pretty(data: Mapping[str, Any] | None) -> list[str]:

@@ -19,9 +19,10 @@ from hermes_fsm.recording import (
     parse_recording,
     recording_text,
 )
-from hermes_fsm.replay import Replayer, ReplayFailed
+from hermes_fsm.replay import Replayer, ReplayFailed, offline_catalog
 from hermes_fsm.state_contracts import STATE_CONTRACTS, Intent
 from hermes_fsm.testing import ScriptedBrain
+from hermes_fsm.tools import ToolRegistry
 from tests.support import happy_script
 
 GOLDEN = Path(__file__).parent / "recordings"
@@ -231,3 +232,89 @@ def test_record_export_of_an_unknown_session_is_a_clear_error(tmp_path, monkeypa
     code, _ = run_cli("record", "export", "no-such-session")
     assert code == 1
     assert "no session 'no-such-session'" in capsys.readouterr().err
+
+
+def test_narrowing_a_tool_output_contract_makes_validate_report_the_outputs():
+    registry = ToolRegistry()
+
+    @registry.tool(description="Stock of a SKU.", output_schema={
+        "type": "object", "required": ["sku", "quantity"],
+        "properties": {"sku": {"type": "string"}, "quantity": {"type": "integer",
+                                                               "maximum": 100}}})
+    def inventory_lookup(sku: str, warehouse: str | None = None) -> dict[str, Any]:
+        return {}
+
+    recording = golden("inventory_en")
+    assert Replayer().validate(recording).ok
+    result = Replayer(tools=offline_catalog(registry)).validate(recording,
+                                                                raise_on_failure=False)
+    assert [(f.kind, f.subject, f.contract) for f in result.findings] == [
+        ("tool_call_finished", "inventory_lookup", "tool inventory_lookup@1.0.0 output")] * 2
+    first, second = result.findings
+    assert "342 is greater than the maximum of 100 (at quantity)" in first.errors[0]["msg"]
+    assert "'quantity' is a required property" in second.errors[0]["msg"]
+    assert "tool inventory_lookup@1.0.0 output rejects output" in first.describe()
+
+
+def edited_golden(tmp_path: Path, name: str, kind: str, change: Any, first_only: bool = True
+                  ) -> tuple[Path, int]:
+    """A copy of a golden recording with ``change`` applied to its events of ``kind``
+    (the first one only, by default); returns it and the first changed line's number."""
+    lines = (GOLDEN / f"{name}.jsonl").read_text(encoding="utf-8").splitlines()
+    number = 0
+    for index, line in enumerate(lines[1:], start=1):
+        event = json.loads(line)
+        if event["kind"] == kind and not (first_only and number):
+            lines[index] = json.dumps(change(event), ensure_ascii=False)
+            number = number or index + 1
+    path = tmp_path / "edited.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, number
+
+
+def without(*keys: str) -> Any:
+    return lambda event: {k: v for k, v in event.items() if k not in keys}
+
+
+def test_a_recording_made_before_an_event_field_with_a_default_still_reruns(tmp_path):
+    path, number = edited_golden(tmp_path, "inventory_en", "tool_call_finished",
+                                 without("truncated", "output_violation", "fallback"),
+                                 first_only=False)
+    assert number
+    recording = load_recording(path, lazy=True)
+    assert Replayer().rerun(recording).ok and Replayer().validate(recording).ok
+
+
+def test_rerun_names_the_line_of_a_malformed_event(tmp_path):
+    path, number = edited_golden(tmp_path, "inventory_en", "state_exited", without("dest"))
+    with pytest.raises(RecordingError, match=rf"edited\.jsonl:{number}: not a valid event"):
+        Replayer().rerun(load_recording(path, lazy=True))
+    (result,) = Replayer().rerun_all([path])
+    assert not result.ok and f"edited.jsonl:{number}: not a valid event" in (result.error or "")
+
+
+def test_validate_names_the_line_of_a_malformed_payload_event(tmp_path):
+    path, number = edited_golden(tmp_path, "inventory_en", "state_output", without("output"))
+    with pytest.raises(RecordingError, match=rf"edited\.jsonl:{number}: not a valid event"):
+        Replayer().validate(load_recording(path, lazy=True))
+
+
+def test_validate_reports_a_recording_cut_off_mid_line(tmp_path):
+    text = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8")
+    path = tmp_path / "crashed.jsonl"
+    path.write_text(text[:-40], encoding="utf-8")  # a writer died in the middle of a line
+    (result,) = Replayer().validate_all([path])
+    assert not result.ok
+    assert f"crashed.jsonl:{len(text.splitlines())}: not JSON" in (result.error or "")
+
+
+def test_blank_lines_and_crlf_in_a_recording_are_tolerated(tmp_path):
+    text = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    loose = "\r\n".join([*lines[:5], "", "   ", *lines[5:]]) + "\r\n\r\n"
+    path = tmp_path / "loose.jsonl"
+    path.write_text(loose, encoding="utf-8")
+    recording = load_recording(path, lazy=True)
+    assert recording.event_count == len(lines) - 1
+    assert Replayer().validate(recording).ok and Replayer().rerun(recording).ok
+    assert load_recording(path).raw == golden("inventory_en").raw
