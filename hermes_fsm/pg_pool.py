@@ -7,10 +7,10 @@ what to check.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-__all__ = ["close_pool", "drop_schema", "open_pool"]
+__all__ = ["close_pool", "drop_schema", "migrate_schema", "open_pool"]
 
 
 async def open_pool(url: str, *, size: int, name: str, what: str,
@@ -43,6 +43,31 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
         raise error(f"{name}: cannot open ({type(exc).__name__}: {exc}); "
                     "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
     return pool
+
+
+async def migrate_schema(pool: Any, schema: str, lock: str, migrations: Sequence[str], *,
+                         on_newer: Callable[[int], Exception] | None = None) -> None:
+    """Bring ``schema`` (a quoted identifier) up to ``migrations``, in one transaction under
+    an advisory lock named ``lock`` (so processes starting together migrate once).
+
+    Each DDL is formatted with ``s`` and ``schema`` (both the quoted schema); the applied
+    versions are kept in ``hermes_schema_version``. ``on_newer(version)`` is raised when
+    the stored version is newer than ``migrations`` knows.
+    """
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
+        await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        await conn.execute(f"CREATE TABLE IF NOT EXISTS {schema}.hermes_schema_version "
+                           "(version INTEGER NOT NULL)")
+        row = await (await conn.execute(
+            f"SELECT max(version) FROM {schema}.hermes_schema_version")).fetchone()
+        version = row[0] or 0
+        if on_newer is not None and version > len(migrations):
+            raise on_newer(version)
+        for number, ddl in enumerate(migrations[version:], start=version + 1):
+            await conn.execute(ddl.format(s=schema, schema=schema))
+            await conn.execute(f"INSERT INTO {schema}.hermes_schema_version VALUES (%s)",
+                               (number,))
 
 
 async def drop_schema(pool: Any, schema: str) -> None:

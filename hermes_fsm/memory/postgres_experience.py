@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import MemoryStoreError
-from ..pg_pool import close_pool, drop_schema, open_pool
+from ..pg_pool import close_pool, drop_schema, migrate_schema, open_pool
 from .embedders import Embedder, HashingEmbedder
 from .experience import NOT_CALLED, Experience, ToolHealth, top_requests
 
@@ -83,20 +83,8 @@ class PostgresExperienceLog:
         return self._pool
 
     async def _migrate(self, pool: Any) -> None:
-        schema = f'"{self.schema}"'
-        async with pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                               (f"hermes-migrate:{self.schema}",))
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
-            await conn.execute(f"CREATE TABLE IF NOT EXISTS {schema}.hermes_schema_version "
-                               "(version INTEGER NOT NULL)")
-            row = await (await conn.execute(
-                f"SELECT max(version) FROM {schema}.hermes_schema_version")).fetchone()
-            version = row[0] or 0
-            for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
-                await conn.execute(ddl.format(schema=schema))
-                await conn.execute(f"INSERT INTO {schema}.hermes_schema_version VALUES (%s)",
-                                   (number,))
+        await migrate_schema(pool, f'"{self.schema}"', f"hermes-migrate:{self.schema}",
+                             _MIGRATIONS)
 
     async def record(self, entries: Sequence[Experience]) -> int:
         """One transaction, one ``INSERT`` of all entries (one array per column)."""

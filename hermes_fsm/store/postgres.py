@@ -31,7 +31,7 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from ..errors import SessionError, StaleWriter, StoreError, UsageError
-from ..pg_pool import close_pool, drop_schema, open_pool
+from ..pg_pool import close_pool, drop_schema, migrate_schema, open_pool
 from .group_commit import GroupCommit
 from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
@@ -182,23 +182,11 @@ class PostgresStore:
             return self._pool
 
     async def _migrate(self, pool: Any) -> None:
-        s = self._s
-        async with pool.connection() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                               (f"hermes-sessions-migrate:{self.schema}",))
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {s}")
-            await conn.execute(f"CREATE TABLE IF NOT EXISTS {s}.hermes_schema_version "
-                               "(version INTEGER NOT NULL)")
-            row = await (await conn.execute(
-                f"SELECT max(version) FROM {s}.hermes_schema_version")).fetchone()
-            version = row[0] or 0
-            if version > SCHEMA_VERSION:
-                raise StoreError(f"{self.name}: schema version {version} is newer than this "
-                                 f"hermes-fsm knows ({SCHEMA_VERSION}); upgrade hermes-fsm")
-            for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
-                await conn.execute(ddl.format(s=s))
-                await conn.execute(f"INSERT INTO {s}.hermes_schema_version VALUES (%s)",
-                                   (number,))
+        await migrate_schema(
+            pool, self._s, f"hermes-sessions-migrate:{self.schema}", _MIGRATIONS,
+            on_newer=lambda version: StoreError(
+                f"{self.name}: schema version {version} is newer than this hermes-fsm knows "
+                f"({SCHEMA_VERSION}); upgrade hermes-fsm"))
 
     async def drop_schema(self) -> None:
         """Drop the schema and everything in it (tests; irreversible)."""
