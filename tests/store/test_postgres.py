@@ -92,3 +92,17 @@ async def test_a_dead_writer_connection_is_replaced(store):
             await admin.execute("SELECT pg_terminate_backend(%s)", (conn.info.backend_pid,))
     await store.append(Append("s1", record.epoch, 0, "INTENT", step("s1", 1, 1)))
     assert len(await store.events_after("s1")) == 1
+
+
+async def test_a_schema_newer_than_this_hermes_fsm_is_refused_on_open(store):
+    """A database migrated by a newer hermes-fsm is not written by an older one."""
+    from hermes_fsm.errors import StoreError
+    from hermes_fsm.store import PostgresStore
+    from hermes_fsm.store.postgres import SCHEMA_VERSION
+
+    async with store._pool.connection() as conn:
+        await conn.execute(f"INSERT INTO {store._s}.hermes_schema_version VALUES (%s)",
+                           (SCHEMA_VERSION + 1,))
+    older = PostgresStore(PG_URL, schema=store.schema)
+    with pytest.raises(StoreError, match=f"schema version {SCHEMA_VERSION + 1} is newer"):
+        await older.open()
