@@ -40,19 +40,22 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
         await migrate(pool)
     except Exception as exc:
         await pool.close()
+        if isinstance(exc, error):  # ours, already saying what to do (a newer schema)
+            raise
         raise error(f"{name}: cannot open ({type(exc).__name__}: {exc}); "
                     "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
     return pool
 
 
 async def migrate_schema(pool: Any, schema: str, lock: str, migrations: Sequence[str], *,
-                         on_newer: Callable[[int], Exception] | None = None) -> None:
+                         on_newer: Callable[[int], Exception]) -> None:
     """Bring ``schema`` (a quoted identifier) up to ``migrations``, in one transaction under
     an advisory lock named ``lock`` (so processes starting together migrate once).
 
     Each DDL is formatted with ``s`` and ``schema`` (both the quoted schema); the applied
     versions are kept in ``hermes_schema_version``. ``on_newer(version)`` is raised when
-    the stored version is newer than ``migrations`` knows.
+    the stored version is newer than ``migrations`` knows (a database migrated by a newer
+    hermes-fsm is never written by an older one).
     """
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (lock,))
@@ -62,7 +65,7 @@ async def migrate_schema(pool: Any, schema: str, lock: str, migrations: Sequence
         row = await (await conn.execute(
             f"SELECT max(version) FROM {schema}.hermes_schema_version")).fetchone()
         version = row[0] or 0
-        if on_newer is not None and version > len(migrations):
+        if version > len(migrations):
             raise on_newer(version)
         for number, ddl in enumerate(migrations[version:], start=version + 1):
             await conn.execute(ddl.format(s=schema, schema=schema))

@@ -83,8 +83,11 @@ class PostgresExperienceLog:
         return self._pool
 
     async def _migrate(self, pool: Any) -> None:
-        await migrate_schema(pool, f'"{self.schema}"', f"hermes-migrate:{self.schema}",
-                             _MIGRATIONS)
+        await migrate_schema(
+            pool, f'"{self.schema}"', f"hermes-migrate:{self.schema}", _MIGRATIONS,
+            on_newer=lambda version: MemoryStoreError(
+                f"{self.name}: schema version {version} is newer than this hermes-fsm knows "
+                f"({len(_MIGRATIONS)}); upgrade hermes-fsm"))
 
     async def record(self, entries: Sequence[Experience]) -> int:
         """One transaction, one ``INSERT`` of all entries (one array per column)."""

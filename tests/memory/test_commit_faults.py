@@ -54,6 +54,29 @@ async def test_a_postgres_connection_dropped_mid_commit_writes_nothing_then_retr
         await log.close()
 
 
+
+async def test_an_experience_schema_newer_than_this_hermes_fsm_is_refused_on_open():
+    """A database migrated by a newer hermes-fsm is not written by an older one."""
+    need(PG_URL, 5432, "PostgreSQL")
+    from hermes_fsm.memory.postgres_experience import _MIGRATIONS, PostgresExperienceLog
+
+    schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
+    log = PostgresExperienceLog(PG_URL, schema=schema, embedder=HashingEmbedder(64))
+    older = PostgresExperienceLog(PG_URL, schema=schema, embedder=HashingEmbedder(64))
+    try:
+        assert await log.record(entries(1)) == 1
+        async with log._pool.connection() as conn:
+            await conn.execute(f'INSERT INTO "{schema}".hermes_schema_version VALUES (%s)',
+                               (len(_MIGRATIONS) + 1,))
+        newer = len(_MIGRATIONS) + 1
+        with pytest.raises(MemoryStoreError, match=f"schema version {newer} is newer"):
+            await older.record(entries(1))
+        assert await log.count("u1") == 1  # the older process wrote nothing
+    finally:
+        await older.close()
+        await log.drop_schema()
+        await log.close()
+
 async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_succeeds():
     need(REDIS_URL, 6379, "Redis")
     import redis.asyncio as redis
