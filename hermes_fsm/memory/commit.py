@@ -11,7 +11,7 @@ plan reads what the user's previous commit wrote.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -130,24 +130,28 @@ def _plan_semantic(out: Plan, commit: Commit, ids: list[str],
 
 async def write(plans: Sequence[Plan], *, semantic: SemanticStore, experience: ExperienceLog,
                 working: WorkingMemory, embedder: Embedder) -> None:
-    """Write the plans of several commits: status changes first, then new items (a write
-    cut short converges when retried), then the experience entries and working memory.
+    """Write the plans of several commits: the semantic store (status changes, then new
+    items: a write cut short converges when retried), the experience entries and working
+    memory, the three at once — each write is keyed, so when one fails, writing the
+    others again (the retry) changes nothing, and none waits for another's disk or round
+    trip (the embedded semantic store syncs its file off the event loop meanwhile).
 
     Raises:
         MemoryStoreError: a store failed; what was written is safe to write again.
     """
     marks = [m for p in plans for m in p.marks]
     items = [i for p in plans for i in p.items]
+    entries = [e for p in plans for e in p.entries]
+    turns = [p.turn for p in plans if p.turn is not None]
+    writes: list[Awaitable[object]] = []
     if marks or items:
         vectors = embedder.embed([item_text(i.key, i.value, i.text) for i in items]) \
             if items else []
-        await semantic.write(marks, items, vectors)
-    entries = [e for p in plans for e in p.entries]
-    turns = [p.turn for p in plans if p.turn is not None]
-    writes = [*([experience.record(entries)] if entries else []),
-              *([working.record_turns(turns)] if turns else [])]
-    # two services, two round trips at once: each write is keyed, so if one fails the
-    # other is harmless to write again
+        writes.append(semantic.write(marks, items, vectors))
+    if entries:
+        writes.append(experience.record(entries))
+    if turns:
+        writes.append(working.record_turns(turns))
     for result in await asyncio.gather(*writes, return_exceptions=True):
         if isinstance(result, BaseException):
-            raise result
+            raise result  # the first failed store's, in this order

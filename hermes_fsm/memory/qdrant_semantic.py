@@ -9,22 +9,29 @@ locks the store to one process, nothing else can write to it, so this store keep
 in-memory index (:class:`InProcessSemanticStore`) loaded at open and written through:
 Qdrant stays the store of record, recall reads the index. In local mode a write (status
 changes and new items of any number of commits) names points by id — no filter scans
-every point — and is one SQLite transaction on disk (:func:`~.qdrant_local.one_transaction`).
+every point — and is one SQLite transaction on disk: batched by
+:class:`~.qdrant_local.DirectWriter` (the same rows qdrant-client writes, one
+``executemany``, the commit in a worker thread) where it recognises the installed
+qdrant-client, else through the public API in :func:`~.qdrant_local.one_transaction`.
+Writes (and forget, and close) take turns.
 
 Requires qdrant-client (a core dependency: it is the embedded default).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..errors import MemoryStoreError, VectorSizeMismatch
 from .items import MemoryItem, Status
-from .qdrant_local import one_transaction
+from .qdrant_local import DirectWriter, Prepared, one_transaction
 from .semantic import InProcessSemanticStore, Mark
 
 __all__ = ["QdrantSemanticStore"]
@@ -58,6 +65,8 @@ class QdrantSemanticStore:
         self._api_key, self._timeout = api_key, timeout_s
         self._client: Any = None
         self._index: InProcessSemanticStore | None = None
+        self._locks: tuple[Any, asyncio.Lock] | None = None  # (its event loop, the lock)
+        self._tasks: set[asyncio.Task[None]] = set()
 
     async def _open(self) -> Any:
         if self._client is not None:
@@ -144,25 +153,13 @@ class QdrantSemanticStore:
             if len(vector) != self.dim:
                 raise VectorSizeMismatch(f"{self.name}: holds vectors of size {self.dim}, "
                                          f"got one of size {len(vector)}")
+        if self._index is not None:  # local mode: one writer at a time, marks by id
+            if len(items) != len(vectors):
+                raise ValueError("write: one vector per item")
+            await self._write_local_batch(marks, items, vectors)
+            return
         points = [_point(item, list(vector)) for item, vector in zip(items, vectors,
                                                                       strict=True)]
-        if self._index is not None:  # local mode: marks by id (no filter scans every point)
-            index = self._index
-            owned = [(mark, [i.item_id for i in await index.get(mark.user_id, mark.item_ids)])
-                     for mark in marks]  # the user's items only
-
-            async def write_local() -> None:
-                for mark, ids in owned:
-                    if ids:
-                        await client.set_payload(self.collection, payload=_status(mark),
-                                                 points=ids, wait=True)
-                if points:
-                    await client.upsert(self.collection, points=points, wait=True)
-
-            if points or any(ids for _, ids in owned):
-                await self._write_local("write", write_local)
-            await index.write(marks, items, vectors)
-            return
         for mark in marks:
             await self._call(client.set_payload(
                 self.collection, payload=_status(mark), wait=True, points=self._user_filter(
@@ -171,15 +168,112 @@ class QdrantSemanticStore:
         if points:
             await self._call(client.upsert(self.collection, points=points, wait=True), "write")
 
+    async def _write_local_batch(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
+                                 vectors: Sequence[Sequence[float]]) -> None:
+        """A write of the local store: status changes (of the user's own items, by id — no
+        filter scans every point) and new items, one transaction on disk, then the index.
+
+        Through :class:`~.qdrant_local.DirectWriter` when it applies: prepared here, then
+        stored (its commit in a worker thread when the connection allows, so the disk's
+        sync does not hold the event loop) and applied by a task of its own, which ends
+        the write even if the caller is cancelled meanwhile. Else through the public API
+        in :func:`~.qdrant_local.one_transaction`."""
+        lock = self._lock()
+        await lock.acquire()
+        handed = False  # the lock goes to the task that finishes the write
+        try:
+            client, index = await self._open(), self._index
+            assert index is not None
+            owned = [(mark, [i.item_id for i in await index.get(mark.user_id, mark.item_ids)])
+                     for mark in marks]  # the user's items only
+            changes = [(ids, _status(mark)) for mark, ids in owned if ids]
+            if not changes and not items:
+                return
+            writer = DirectWriter.of(client, self.collection, self.dim)
+            prepared, array = None, None
+            if writer is not None:
+                array = np.array(vectors, dtype=np.float32) if items else None
+                try:
+                    prepared = writer.prepare(changes, [
+                        (item.item_id, list(vector), _payload(item))
+                        for item, vector in zip(items, vectors, strict=True)], array)
+                except Exception as exc:
+                    raise MemoryStoreError(
+                        f"{self.name}: write refused ({type(exc).__name__}: {exc}); nothing "
+                        "of it was stored") from exc
+            if writer is None or prepared is None:
+                points = [_point(item, list(vector))
+                          for item, vector in zip(items, vectors, strict=True)]
+
+                async def write_local() -> None:
+                    for ids, payload in changes:
+                        await client.set_payload(self.collection, payload=payload, points=ids,
+                                                 wait=True)
+                    if points:
+                        await client.upsert(self.collection, points=points, wait=True)
+
+                await self._write_local("write", write_local)
+                await index.write(marks, items, vectors)
+                return
+            task = asyncio.get_running_loop().create_task(self._finish(
+                lock, writer, prepared, index,
+                (marks, items, vectors if array is None else array)))
+            handed = True
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            # shielded: the write ends (and is applied in memory) even if this caller is
+            # cancelled; the task then keeps its exception to itself
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())
+            await asyncio.shield(task)
+        finally:
+            if not handed:
+                lock.release()
+
+    def _lock(self) -> asyncio.Lock:
+        """Local mode: one write (or forget, or close) at a time — a lock per event loop."""
+        loop = asyncio.get_running_loop()
+        if self._locks is None or self._locks[0] is not loop:
+            self._locks = (loop, asyncio.Lock())
+        return self._locks[1]
+
+    async def _finish(self, lock: asyncio.Lock, writer: DirectWriter, prepared: Prepared,
+                      index: InProcessSemanticStore, write: tuple[Any, Any, Any]) -> None:
+        """Store a prepared write, apply it to qdrant's memory and the index; then let the
+        next write in (this task holds the store's lock)."""
+        try:
+            try:
+                if writer.threadable:
+                    await asyncio.get_running_loop().run_in_executor(
+                        None, writer.store, prepared)
+                else:
+                    writer.store(prepared)
+            except Exception as exc:  # rolled back; qdrant's memory was not touched
+                raise MemoryStoreError(
+                    f"{self.name}: write failed ({type(exc).__name__}: {exc}); it was one "
+                    "transaction, so nothing of it was stored; the commit will be "
+                    "retried") from exc
+            try:
+                writer.apply(prepared)
+            except Exception as exc:  # stored, but qdrant's memory is unsure: reload
+                await self._close_now()
+                raise MemoryStoreError(
+                    f"{self.name}: write stored, but applying it in memory failed "
+                    f"({type(exc).__name__}: {exc}); the store reloads on next use; the "
+                    "commit will be retried (it is idempotent)") from exc
+            await index.write(*write)
+        finally:
+            lock.release()
+
     async def _write_local(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
-        """``call()``, a write of the local store, as one transaction on disk."""
+        """``call()``, a write of the local store through the public API, as one transaction
+        on disk."""
         on_disk = False
         try:
             with one_transaction(self._client, self.collection) as on_disk:
                 await call()
         except Exception as exc:
             if on_disk:  # qdrant's memory may be ahead of its file: reload on next use
-                await self.close()
+                await self._close_now()
             raise MemoryStoreError(
                 f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); it was one "
                 "transaction, so nothing of it was stored; the commit will be retried") from exc
@@ -280,13 +374,16 @@ class QdrantSemanticStore:
 
         client = await self._open()
         if self._index is not None:  # local mode: by id, one transaction
-            ids = [i.item_id for i in await self._index.items(user_id)]
-            if ids:
-                await self._write_local("delete", lambda: client.delete(
-                    self.collection, points_selector=models.PointIdsList(points=ids),
-                    wait=True))
-            await self._index.delete_user(user_id)
-            return len(ids)
+            async with self._lock():
+                client, index = await self._open(), self._index
+                assert index is not None
+                ids = [i.item_id for i in await index.items(user_id)]
+                if ids:
+                    await self._write_local("delete", lambda: client.delete(
+                        self.collection, points_selector=models.PointIdsList(points=ids),
+                        wait=True))
+                await index.delete_user(user_id)
+                return len(ids)
         removed = await self.count(user_id)
         await self._call(client.delete(
             self.collection, points_selector=models.FilterSelector(
@@ -294,6 +391,13 @@ class QdrantSemanticStore:
         return removed
 
     async def close(self) -> None:
+        if not self.local:
+            await self._close_now()
+            return
+        async with self._lock():  # after the write in progress, if any
+            await self._close_now()
+
+    async def _close_now(self) -> None:
         if self._client is not None:
             client, self._client, self._index = self._client, None, None
             await client.close()
@@ -305,10 +409,15 @@ def _status(mark: Mark) -> dict[str, Any]:
             "updated_at": mark.at.isoformat(), "updated_ts": mark.at.timestamp()}
 
 
+def _payload(item: MemoryItem) -> dict[str, Any]:
+    """The payload of an item's point."""
+    return {**item.to_payload(), "updated_ts": item.updated_at.timestamp()}
+
+
 def _point(item: MemoryItem, vector: list[float]) -> Any:
     """A point of an item (built unvalidated: Qdrant validates the points it is sent, and
     pydantic checking 512 floats a point cost as much as the write itself)."""
     from qdrant_client import models
 
-    return models.PointStruct.model_construct(id=item.item_id, vector=vector, payload={
-        **item.to_payload(), "updated_ts": item.updated_at.timestamp()})
+    return models.PointStruct.model_construct(id=item.item_id, vector=vector,
+                                              payload=_payload(item))

@@ -127,9 +127,26 @@ class InProcessSemanticStore:
                   vectors: Sequence[Sequence[float]]) -> None:
         await self.write((), items, vectors)
 
+    def _check_all(self, vectors: Sequence[Sequence[float]] | np.ndarray) -> Sequence[np.ndarray]:
+        """:meth:`_check` of each vector, at once when they are rows of one size."""
+        if not len(vectors):
+            return []
+        try:
+            array = np.array(vectors, dtype=np.float32)  # a copy: rows are kept
+        except ValueError:  # ragged: say which size is wrong
+            return [self._check(v) for v in vectors]
+        if array.ndim != 2 or (self.dim is not None and array.shape[1] != self.dim):
+            return [self._check(v) for v in vectors]
+        if self.dim is None:
+            self.dim = array.shape[1]
+        norms = np.sqrt(np.einsum("ij,ij->i", array, array))
+        norms[norms == 0] = 1.0
+        array /= norms[:, None]
+        return list(array)
+
     async def write(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
                     vectors: Sequence[Sequence[float]]) -> None:
-        checked = [self._check(v) for v in vectors]  # all or nothing
+        checked = self._check_all(vectors)  # all or nothing
         for mark in marks:
             self._mark(mark)
         for item, vector in zip(items, checked, strict=True):

@@ -6,10 +6,12 @@
 ``apply``, ``forget``) and gives the experience log's :class:`~.experience.ToolOutcomes`
 to the tool layer.
 
-A commit (``apply``) writes, in order: the semantic items (upserts by deterministic
-id: supersessions first, then the new items, so a commit cut short converges when
-retried), the experience entries (one transaction, keyed), and the working memory (one
-atomic, per-turn idempotent write). A retried or replayed commit writes nothing twice.
+A commit (``apply``) writes the semantic items (upserts by deterministic id:
+supersessions first, then the new items, so a commit cut short converges when retried),
+the experience entries (one transaction, keyed) and the working memory (one atomic,
+per-turn idempotent write) — the three at once, none waiting for another's disk or
+round trip; each is keyed, so when one fails the retry writes the others again harmlessly.
+A retried or replayed commit writes nothing twice.
 
 Commits of concurrent turns waiting at the same moment are written together (a group
 commit, see :mod:`.commit`): one semantic write, one experience transaction and one

@@ -38,6 +38,21 @@ def test_hashing_vectors_are_the_same_to_the_last_bit_as_before_it_was_made_fast
     assert digest == "6965864e099cca6f9c98d3b9d7dd2afa5b8bdf00969db79478fe2b19ab5a3456"
 
 
+def test_hashing_a_batch_gives_each_text_the_bits_it_gets_alone():
+    """A batch is summed in one bincount: no text's vector may depend on its neighbours."""
+    from tests.memory.recall_eval import load_cases
+
+    texts = ["", "the a is", "I prefer email", "我喜欢用邮件联系", "x", "email email -email"]
+    for case in load_cases()[:60]:
+        texts += [case["query"], *(f"{m['key']}: {m['value']} | {m['text']}"
+                                   for m in case["memories"])]
+    e = HashingEmbedder(512)
+    batch = e.embed(texts)
+    assert batch == [HashingEmbedder(512).embed([t])[0] for t in texts]
+    assert all(type(x) is float for v in batch for x in v)
+    assert e.embed([]) == []
+
+
 @pytest.mark.parametrize(("query", "near", "far"), [
     ("contact me by email", "I prefer email", "the weather in Berlin"),
     ("我喜欢用邮件联系", "请用邮件联系我", "北京今天天气很好"),

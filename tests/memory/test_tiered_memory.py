@@ -215,3 +215,32 @@ async def test_a_failed_batch_fails_each_commit_and_their_retries_write_nothing_
     assert len(await memory.experience.entries("u1")) == 1
     assert len(await memory.experience.entries("u2")) == 2
     assert len(await memory.working.recent("u2", "s-u2")) == 1
+
+
+async def test_a_failed_semantic_write_is_retried_and_the_tiers_written_beside_it_once(memory):
+    """The three tiers are written at once: when the semantic write fails, the experience
+    log and working memory may hold the commit already; the retry completes it and writes
+    them nothing twice."""
+    real_write, failures = memory.semantic.write, [1]
+
+    async def write(marks, items, vectors):
+        if failures:
+            failures.pop()
+            raise MemoryStoreError("semantic store: disk full (test)")
+        return await real_write(marks, items, vectors)
+
+    memory.semantic.write = write
+    commits = [("u1", "t1", [update("profile.city", "Berlin")]),
+               ("u2", "t2", [update("profile.city", "Rome"), update("pref.tea", "green")])]
+    first = await asyncio.gather(*(apply(memory, u, t, ups, session=f"s-{u}", text="hi")
+                                   for u, t, ups in commits), return_exceptions=True)
+    assert all(isinstance(f, MemoryStoreError) for f in first)
+    assert await memory.items("u1") == [] and await memory.items("u2") == []
+    retried = await asyncio.gather(*(apply(memory, u, t, ups, session=f"s-{u}", text="hi")
+                                     for u, t, ups in commits))
+    assert [[o.status for o in r] for r in retried] == [["applied"], ["applied", "applied"]]
+    assert [i.value for i in await memory.items("u1")] == ["Berlin"]
+    assert len(await memory.items("u2")) == 2
+    assert len(await memory.experience.entries("u1")) == 1
+    assert len(await memory.experience.entries("u2")) == 2
+    assert len(await memory.working.recent("u2", "s-u2")) == 1
