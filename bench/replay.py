@@ -12,7 +12,9 @@ replay it, drop it):
 - read + parse: reading every recording and parsing every event (a reference);
 - validate: re-validating every recorded state output, tool input and tool output
   against today's contracts;
-- rerun: driving today's graph with the recorded outputs, offline, and comparing events.
+- rerun: driving today's graph with the recorded outputs, offline, and comparing events,
+  through ``Replayer.rerun_all`` as ``hermes-fsm replay rerun`` does (one event loop, the
+  garbage collector tuned for the batch, no contexts built: see ``hermes_fsm.replay``).
   Its time is split into the engine (``run_turn``: today's graph and handlers, with the
   replay brain, tools and memory) and the replay side (reading, indexing, comparing).
 
@@ -152,25 +154,16 @@ def main() -> None:
 
         orchestrator.run_turn = counted_turn
 
-        async def rerun_files() -> int:
-            bad = 0
-            for f in files:
-                result = await replayer.arerun(load_recording(f, lazy=True),
-                                               raise_on_failure=False)
-                bad += not result.ok
-            return bad
-
         engine_s: list[float] = []
 
-        def rerun_all() -> int:
+        def rerun_all() -> int:  # as `hermes-fsm replay rerun` does: Replayer.rerun_all
             engine[0] = 0.0
-            bad = asyncio.run(rerun_files())
+            bad = sum(not result.ok for result in replayer.rerun_all(files))
             engine_s.append(engine[0])
             return bad
 
         validate_all()  # warm-up: imports, compiled validators, the rerun's orchestrator
-        asyncio.run(replayer.arerun(load_recording(files[0], lazy=True),
-                                    raise_on_failure=False))
+        list(replayer.rerun_all(files[:1]))
         parse_cpu, parse_wall, (total, events) = timed(parse_all, args.repeat)
         validate_cpu, validate_wall, validate_bad = timed(validate_all, args.repeat)
         rerun_cpu, rerun_wall, rerun_bad = timed(rerun_all, args.repeat)

@@ -33,13 +33,17 @@ def add_replay_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     replay.add_argument("--report", metavar="FILE", type=Path,
                         help="write a JSON report of every result")
     replay.add_argument("--quiet", action="store_true", help="print only the summary")
+    replay.add_argument("--build-contexts", action="store_true",
+                        help="rerun: build each brain request's context (token budget, "
+                             "rolling summary) as a model-backed run would; off by default, "
+                             "the replay brain does not read prompts")
 
 
 def run_replay(args: argparse.Namespace, graph_path: Path | None, out: TextIO,
                err: TextIO | None = None) -> int:
     """Run the replay command; returns the exit code (0 all clean, 1 otherwise)."""
     err = err or sys.stderr
-    replayer = Replayer(graph_path)
+    replayer = Replayer(graph_path, build_contexts=args.build_contexts)
     paths = list(iter_recordings(args.recordings))
     if not paths:
         err.write("hermes-fsm: no recordings (*.jsonl) found in "

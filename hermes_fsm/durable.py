@@ -151,7 +151,7 @@ class DurableSessions:
         checkpoint = await self.store.checkpoint(session_id)
         events = await self.store.events_after(session_id, checkpoint.seq if checkpoint else 0)
         session = Session(session_id, record.user_id,
-                          checkpoint.state if checkpoint else o.graph.initial)
+                          checkpoint.state if checkpoint else o.graph.initial, o.event_log)
         if checkpoint is not None:
             session.history = [dict(m) for m in checkpoint.data.get("history", ())]
             session.summary = str(checkpoint.data.get("summary", ""))

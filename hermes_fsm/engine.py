@@ -92,6 +92,11 @@ class Orchestrator:
         context: the token budget of brain requests — a
             :class:`~hermes_fsm.context.ContextConfig` (default: its defaults) or a ready
             :class:`~hermes_fsm.context.ContextBuilder`; see :mod:`hermes_fsm.context`.
+        event_log: keep each in-process session's event log (``Session.events``, what
+            ``recording_text`` and the server's event replay read). ``False`` saves
+            serializing every turn's events when nothing reads them there: a turn's events
+            are still in its :class:`TurnResult`, the sinks and a durable store (a replay
+            rerun runs this way).
     """
 
     def __init__(
@@ -113,6 +118,7 @@ class Orchestrator:
         store: SessionStore | None = None,
         lease: SessionLease | None = None,
         context: ContextConfig | ContextBuilder | None = None,
+        event_log: bool = True,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -144,6 +150,7 @@ class Orchestrator:
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
         self._sessions: dict[str, Session] = {}
+        self.event_log = event_log
         self.mcp = mcp_servers
         self.store = store
         self._durable: DurableSessions | None = None
@@ -242,7 +249,7 @@ class Orchestrator:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(session_id, user_id,
-                                                           self.graph.initial)
+                                                           self.graph.initial, self.event_log)
         elif session.user_id != user_id:
             from .errors import SessionError
 

@@ -102,16 +102,20 @@ class Recording:
     needs is a third of a recording's bytes).
     """
 
-    __slots__ = ("_body", "_events", "_raw", "header", "source")
+    __slots__ = ("_blanks", "_body", "_events", "_raw", "header", "source")
 
     def __init__(self, header: RecordingHeader, raw: list[dict[str, Any]] | None, source: str,
-                 events: list[Event] | None = None, *, body: bytes | None = None) -> None:
+                 events: list[Event] | None = None, *, body: bytes | None = None,
+                 blank_lines: bool = False) -> None:
         if raw is None and body is None:
             raise TypeError("Recording needs its events: raw dicts, or the body's JSON lines")
         self.header = header
         self.source = source
         self._raw = raw
-        self._body = body  # the event lines (JSONL), each an object on one line, no blanks
+        # the event lines (JSONL), each an object on one line, stripped; ``blank_lines``:
+        # there may be blank lines among them too (removed when first needed, see _clean)
+        self._body = body
+        self._blanks = blank_lines
         self._events = events
 
     @property
@@ -119,8 +123,21 @@ class Recording:
         """Every event as parsed JSON (an object with at least ``kind`` and ``turn_id``)."""
         if self._raw is None:
             assert self._body is not None
-            self._raw = _checked(_parse_body(self._body, self.source), self.source)
+            # a blank line makes the parse fail: only then are blank lines looked for
+            parsed = _parse_lines(self._body) if self._blanks else None
+            if parsed is None:
+                parsed = _parse_body(self._clean(), self.source)
+            self._blanks = False
+            self._raw = _checked(parsed, self.source)
         return self._raw
+
+    def _clean(self) -> bytes:
+        """The body without blank lines (looked for once, when first needed)."""
+        assert self._body is not None
+        if self._blanks:
+            self._body = _split_body(self._body)
+            self._blanks = False
+        return self._body
 
     @property
     def events(self) -> list[Event]:
@@ -133,7 +150,8 @@ class Recording:
         """How many events the recording holds (without parsing them)."""
         if self._raw is not None or self._body is None:
             return len(self.raw)
-        return self._body.count(b"\n") + 1 if self._body else 0
+        body = self._clean()  # newlines counted by what removing them leaves (memchr: fast)
+        return len(body) - len(body.replace(b"\n", b"")) + 1 if body else 0
 
     def select(self, kinds: Collection[str]) -> list[dict[str, Any]]:
         """The raw events of ``kinds``, in order, parsing only the lines that may hold one.
@@ -192,16 +210,72 @@ class Recording:
             groups.setdefault(event.turn_id, []).append(event)
         return list(groups.values())
 
-    def raw_turns(self) -> list[list[dict[str, Any]]]:
-        """The raw events grouped by turn, in order."""
+    def raw_turns(self, skip: Collection[str] = ()) -> list[list[dict[str, Any]]]:
+        """The raw events grouped by turn, in order; without the events of ``skip``.
+
+        A lazy recording does not even parse the lines that are surely events of those
+        kinds (see :meth:`_raw_without`): like :meth:`select`, it reads only what it is
+        asked for, so a malformed line of a skipped kind goes unnoticed here.
+        """
         groups: dict[str, list[dict[str, Any]]] = {}
         current, group = None, []
-        for event in self.raw:
+        events = ([e for e in self._raw_without(skip) if e["kind"] not in skip] if skip
+                  else self.raw)
+        for event in events:
             turn_id = event["turn_id"]
             if turn_id != current:  # a turn's events are usually together: one look-up each
                 current, group = turn_id, groups.setdefault(turn_id, [])
             group.append(event)
         return list(groups.values())
+
+    def _raw_without(self, kinds: Collection[str]) -> list[dict[str, Any]]:
+        """The raw events, leaving unparsed the lines that are surely of ``kinds``.
+
+        Such a line starts with ``{``, holds no ``{`` or ``[`` before a
+        ``,"kind":"<kind>"`` and has ``,`` or ``}`` right after it. Its quotes follow a
+        comma or a letter, so none is escaped: ``"kind"`` is a key, not part of a string,
+        and with no nesting begun before it, the event's own ``kind`` field. Any other
+        line is parsed (the caller filters the parsed events too), and so is the last
+        line (a recording cut short ends in a broken one). A malformed line among the
+        rest is named as by :attr:`raw`; blank lines are dealt with there too.
+        """
+        body = self._body
+        if self._raw is not None or not body:
+            return self.raw
+        last = body.rfind(b"\n") + 1
+        cuts: list[tuple[int, int]] = []
+        for kind in kinds:
+            needle = b',"kind":"' + kind.encode() + b'"'
+            at = body.find(needle, 0, last)
+            while at >= 0:
+                start = body.rfind(b"\n", 0, at) + 1
+                end = body.find(b"\n", at)  # there is one: the line is not the last
+                if (body[start:start + 1] == b"{"
+                        and body[at + len(needle):at + len(needle) + 1] in (b",", b"}")
+                        and body.find(b"{", start + 1, at) < 0
+                        and body.find(b"[", start + 1, at) < 0):
+                    cuts.append((start, end + 1))
+                at = body.find(needle, end, last)
+        if not cuts:
+            return self.raw
+        cuts.sort()
+        # one JSON array of the kept lines: newlines become commas (the same length, so
+        # the cuts still fit), and the kept stretches are joined in one copy
+        flat = memoryview(body.replace(b"\n", b","))
+        pieces: list[Any] = [b"["]
+        position = 0
+        for start, end in cuts:
+            pieces.append(flat[position:start])
+            position = end
+        pieces += (flat[position:], b"]")
+        try:
+            parsed: list[Any] = from_json(b"".join(pieces), cache_strings="keys")
+            self._blanks = False  # the kept lines parsed, and the cut ones are not blank
+            return _checked(parsed, self.source)
+        except (ValueError, RecordingError):
+            # blank lines (removed by a full read), or a malformed line: named from every
+            # line, as the kept lines' numbers are off
+            return self.raw
 
 
 def _typed(raw: list[dict[str, Any]], source: str) -> list[Event]:
@@ -230,13 +304,25 @@ _BLANK_LINE = re.compile(rb"\n\s*\n")
 _ESCAPE = re.compile(rb"\\u")
 
 
+def _parse_lines(body: bytes) -> list[Any] | None:
+    """Every line of ``body`` parsed, or ``None`` when that fails (a line is not JSON, or
+    is blank: its comma would follow another)."""
+    try:
+        parsed: list[Any] = from_json(b"[" + body.replace(b"\n", b",") + b"]",
+                                      cache_strings="keys")  # values rarely repeat
+    except ValueError:
+        return None
+    return parsed
+
+
 def _parse_body(body: bytes, source: str) -> list[Any]:
     """Every line of ``body`` parsed (one parse of the whole body: much faster than a
     parse per line); a line that is not JSON is named."""
     if not body:
         return []
     try:  # a JSON string cannot hold a raw newline: every newline ends an event line
-        parsed: list[Any] = from_json(b"[" + body.replace(b"\n", b",") + b"]")
+        parsed: list[Any] = from_json(b"[" + body.replace(b"\n", b",") + b"]",
+                                      cache_strings="keys")  # values rarely repeat
         return parsed
     except ValueError:
         for number, line in enumerate(body.split(b"\n"), start=2):  # name the bad line
@@ -370,7 +456,7 @@ def parse_recording(text: str | bytes, source: str, lazy: bool = False) -> Recor
         header = RecordingHeader.model_validate(head)
     except ValidationError as exc:
         raise RecordingError(f"{source}:1: malformed header: {_first_error(exc)}") from None
-    recording = Recording(header, None, source, body=_split_body(rest))
+    recording = Recording(header, None, source, body=rest.strip(), blank_lines=True)
     if not lazy:
         recording.events  # noqa: B018 - validates every event now
     return recording

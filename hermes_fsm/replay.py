@@ -13,7 +13,10 @@ the failure returned as a value, raised by default):
   turn is reported with a readable diff: a different transition, a different tool call or
   arguments, an output that no longer validates. Recorded and rerun events are compared
   as field dicts (the recording's JSON, the engine's event data), on every field but the
-  volatile ones; no event object is built on either side.
+  volatile ones; no event object is built on either side. ``context_built`` events are
+  not compared (their recorded lines are not parsed), and by default a rerun builds no
+  contexts: the replay brain does not read prompts (``build_contexts=True`` builds them
+  as a model-backed run would). A message over today's input cap is refused either way.
 
 >>> import asyncio
 >>> from hermes_fsm import Orchestrator
@@ -30,9 +33,11 @@ from __future__ import annotations
 
 import asyncio
 import difflib
+import gc
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
@@ -60,7 +65,8 @@ _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "bra
 # process's budget and token counter made of each brain request; the replay brain answers
 # from the recording whatever its context, and the counts depend on that process's
 # settings (window, tokenizer, calibration), so comparing them would report settings,
-# not behaviour. A rerun still builds contexts (and rolling summaries) as usual.
+# not behaviour. Their recorded lines are not even parsed, and a rerun builds no contexts
+# unless asked (``Replayer(build_contexts=True)``).
 _NOT_COMPARED = frozenset({"context_built"})
 
 # The events ``validate`` reads: the payloads it checks, and where each turn begins.
@@ -152,10 +158,17 @@ class Replayer:
         tools: today's tool registry (default: the demo tools), for tool inputs and
             outputs, and plans.
         contracts: today's contracts (default: the graph's).
+        build_contexts: whether a rerun builds each brain request's context (token
+            budget, rolling summary, ``context_built`` events) as a model-backed run does.
+            Off by default: the replay brain answers from the recording whatever its
+            prompt, and ``context_built`` events are not compared, so building them only
+            costs time (about a fifth of a rerun). A message over today's input cap is
+            refused either way (the rerun reports the ``ContextOverflow``).
     """
 
     def __init__(self, graph: Graph | str | Path | None = None, *, tools: Any = None,
-                 contracts: ContractRegistry | None = None) -> None:
+                 contracts: ContractRegistry | None = None,
+                 build_contexts: bool = False) -> None:
         if graph is None:
             graph = default_graph_path()
         self.graph = graph if isinstance(graph, Graph) else load_graph(graph)
@@ -163,6 +176,7 @@ class Replayer:
         if tools is None:
             tools = offline_catalog()
         self.tools = tools
+        self.build_contexts = build_contexts
         self._rerunner: Any = None
         self._replay: tuple[ReplayBrain, ReplayExecutor, ReplayMemory] | None = None
         self._checks: dict[str, tuple[Any, bool]] = {}  # contract name → (today's, has facts)
@@ -202,7 +216,7 @@ class Replayer:
 
     async def arerun(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
         """:meth:`rerun`, for callers already in an event loop."""
-        turns = recording.raw_turns()
+        turns = recording.raw_turns(skip=_NOT_COMPARED)  # their lines are not even parsed
         result = ReplayResult(recording.source, "rerun", len(turns), recording.event_count)
         divergences: list[Divergence] = []
         try:
@@ -225,8 +239,23 @@ class Replayer:
         yield from self._each(paths, self.validate)
 
     def rerun_all(self, paths: Iterable[str | Path]) -> Iterator[ReplayResult]:
-        """Rerun each recording file; never raises for divergence (see each result)."""
-        yield from self._each(paths, self.rerun)
+        """Rerun each recording file; never raises for divergence (see each result).
+
+        One event loop runs them all (not one per file, as :meth:`rerun` would; Ctrl-C
+        stops the batch where it is). While it runs, the garbage collector leaves alone
+        what existed before it started (``gc.freeze``) and runs less often: a batch
+        creates many short-lived objects and keeps none (see :func:`_batch_gc`).
+        """
+        with asyncio.Runner() as runner, _batch_gc():
+            # the loop's run_until_complete, not runner.run: that swaps the SIGINT handler
+            # twice per call, which costs more than a small recording's turns
+            run = runner.get_loop().run_until_complete
+            for path in paths:
+                try:
+                    recording = load_recording(path, lazy=True)
+                    yield run(self.arerun(recording, raise_on_failure=False))
+                except HermesError as exc:
+                    yield ReplayResult(str(path), "rerun", 0, 0, error=str(exc))
 
     @staticmethod
     def _each(paths: Iterable[str | Path], run: Any) -> Iterator[ReplayResult]:
@@ -348,9 +377,12 @@ class Replayer:
             from .engine import Orchestrator
 
             brain, executor, memory = ReplayBrain(), ReplayExecutor(), ReplayMemory()
+            # the rerun compares each turn's events from its result: no session log
             self._rerunner = Orchestrator(self.graph, brain=brain, tools=self.tools,
                                           memory=memory, executor=executor,  # type: ignore[arg-type]
-                                          sleep=_no_wait)
+                                          sleep=_no_wait, event_log=False)
+            if not self.build_contexts:  # the input cap is still checked (run_turn)
+                self._rerunner.services.context = None
             self._replay = brain, executor, memory
         return self._rerunner
 
@@ -389,6 +421,33 @@ def offline_catalog(registry: Any = None, contracts_dir: str | Path | None = Non
 
 async def _no_wait(delay: float) -> None:
     return None
+
+
+@contextmanager
+def _batch_gc() -> Iterator[None]:
+    """The garbage collector tuned for a batch of replays, restored afterwards.
+
+    The youngest generation is collected every ``_BATCH_GC_THRESHOLD`` net allocations
+    rather than every 700 (a rerun allocates many small objects per turn and keeps none
+    past its recording, so frequent collections find little and cost much), and what
+    exists when the batch starts (modules, contracts, the replayer) is frozen out of the
+    collections that still run (``gc.freeze``) — unless the process froze objects of its
+    own, which are then left as they are.
+    """
+    thresholds = gc.get_threshold()
+    freeze = gc.get_freeze_count() == 0
+    if freeze:
+        gc.freeze()
+    gc.set_threshold(_BATCH_GC_THRESHOLD, *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
+        if freeze:
+            gc.unfreeze()
+
+
+_BATCH_GC_THRESHOLD = 20_000
 
 
 class _RecordedIds:

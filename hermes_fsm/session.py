@@ -8,7 +8,9 @@ objects:
 tens of events per turn kept as objects would make Python's garbage collector rescan an
 ever-growing heap (measured: more than half the engine's time after a few thousand
 turns), and JSON is what recordings and durable stores hold anyway. Reading the log
-parses the lines back into events.
+parses the lines back into events. A session made with ``log=False`` keeps no log at all
+(an orchestrator's ``event_log=False``: for callers that read each turn's events from its
+result, its sinks or a durable store, such as a replay rerun).
 """
 
 from __future__ import annotations
@@ -36,18 +38,23 @@ class Session:
         history: its messages (``role``, ``content``), oldest first: the sliding window.
         summary: the rolling summary of the messages that left the window (see
             :mod:`hermes_fsm.context`; "" until the first fold).
+
+    Args:
+        log: keep the event log (``False``: :meth:`record` drops each turn's events, and
+            the log reads as empty).
     """
 
     __slots__ = ("_lock", "_log", "busy", "epoch", "history", "seq", "session_id", "state",
                  "summary", "user_id")
 
-    def __init__(self, session_id: str, user_id: str, state: str) -> None:
+    def __init__(self, session_id: str, user_id: str, state: str, log: bool = True) -> None:
         self.session_id = session_id
         self.user_id = user_id
         self.state = state
         self.seq = 0
         self.epoch = 0
-        self._log: list[tuple[int, int, bytes]] = []  # (first seq, last seq, JSON array)
+        # (first seq, last seq, JSON array) per turn; None: no log kept
+        self._log: list[tuple[int, int, bytes]] | None = [] if log else None
         self.history: list[dict[str, str]] = []
         self.summary = ""
         self.busy = False
@@ -71,7 +78,7 @@ class Session:
 
     def record(self, events: EventList) -> None:
         """Append a turn's events to the log (the engine does this as a turn ends)."""
-        if len(events):
+        if len(events) and self._log is not None:
             first, last = events._data[0]["seq"], events._data[-1]["seq"]
             self._log.append((first, last, events.to_json()))
 
@@ -83,14 +90,14 @@ class Session:
     def events_after(self, seq: int) -> list[Event]:
         """The recorded events with a sequence number above ``seq`` (numbered from 1)."""
         out: list[Event] = []
-        for _, last, blob in self._log:
+        for _, last, blob in self._log or ():
             if last > seq:
                 out.extend(e for e in EVENTS_ADAPTER.validate_json(blob) if e.seq > seq)
         return out
 
     def event_lines(self) -> list[bytes]:
         """The log as JSON lines, one event each (what a recording holds)."""
-        return [to_json(item) for _, _, blob in self._log for item in from_json(blob)]
+        return [to_json(item) for _, _, blob in self._log or () for item in from_json(blob)]
 
     def turn_events(self, turn_id: str) -> list[Event]:
         """The events of one turn of this session."""

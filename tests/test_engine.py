@@ -410,3 +410,21 @@ async def test_the_session_log_holds_exactly_the_turn_events_as_json(make_orches
     assert session.event_lines() == [e.model_dump_json().encode() for e in expected]
     assert session.events_after(len(first.events)) == list(second.events)
     assert session.events_after(len(expected)) == []
+
+
+async def test_without_an_event_log_turns_and_their_events_are_the_same_but_not_kept(
+        make_orchestrator):
+    def make(**kwargs):
+        return make_orchestrator(brain=ScriptedBrain(happy_script(plan=[PLAN_LOOKUP])),
+                                 **kwargs)
+
+    kept, unkept = make(), make(event_log=False)
+    for text in ("How many A1001?", "again"):
+        a, b = await kept.run_turn("s1", text), await unkept.run_turn("s1", text)
+        assert (a.status, a.answer, a.path) == (b.status, b.answer, b.path)
+        assert [e.model_dump(exclude={"duration_ms"}) for e in a.events] == \
+            [e.model_dump(exclude={"duration_ms"}) for e in b.events]  # all but timings
+    session = unkept.session("s1")
+    assert session.seq == kept.session("s1").seq and len(session.history) == 4
+    assert session.events == [] and session.event_lines() == [] and \
+        session.events_after(0) == []

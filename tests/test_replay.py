@@ -183,6 +183,16 @@ def test_cli_replay_rerun_of_a_directory_fails_on_the_divergent_one(tmp_path):
     assert bad == {"divergent_graph.jsonl", "drift_intent.jsonl"}
 
 
+def test_cli_replay_rerun_can_build_contexts_and_finds_the_same(tmp_path):
+    for flags in ((), ("--build-contexts",)):
+        report = tmp_path / "report.json"
+        code, _ = run_cli("replay", "rerun", str(GOLDEN), "--quiet", "--report", str(report),
+                          *flags)
+        data = json.loads(report.read_text())
+        assert code == 1 and [Path(r["source"]).name for r in data["results"]
+                              if not r["ok"]] == ["divergent_graph.jsonl", "drift_intent.jsonl"]
+
+
 def test_cli_replay_validate_reports_drift_and_exits_non_zero():
     code, out = run_cli("replay", "validate", str(GOLDEN / "drift_intent.jsonl"))
     assert code == 1
@@ -318,3 +328,137 @@ def test_blank_lines_and_crlf_in_a_recording_are_tolerated(tmp_path):
     assert recording.event_count == len(lines) - 1
     assert Replayer().validate(recording).ok and Replayer().rerun(recording).ok
     assert load_recording(path).raw == golden("inventory_en").raw
+
+
+def test_a_rerun_builds_no_contexts_unless_asked_and_finds_the_same(monkeypatch):
+    seen: list[Any] = []
+    original = Replayer._orchestrator
+
+    def watched(self: Replayer) -> Any:
+        orchestrator = original(self)
+        orchestrator.services.sinks = (type("Sink", (), {"emit": staticmethod(seen.append)}),)
+        return orchestrator
+
+    monkeypatch.setattr(Replayer, "_orchestrator", watched)
+    recording = golden("chinese_preference")
+    assert any(e.kind == "context_built" for e in recording.events)
+    assert Replayer().rerun(recording).ok
+    assert seen and not any(e.kind == "context_built" for e in seen)
+    seen.clear()
+    assert Replayer(build_contexts=True).rerun(recording).ok
+    assert sum(e.kind == "context_built" for e in seen) == sum(
+        e.kind == "context_built" for e in recording.events)
+    divergent = golden("divergent_graph")
+    assert [d.seq for d in Replayer().rerun(divergent, raise_on_failure=False).divergences] \
+        == [d.seq for d in Replayer(build_contexts=True).rerun(
+            divergent, raise_on_failure=False).divergences]
+
+
+@pytest.mark.parametrize("build_contexts", [False, True])
+async def test_a_rerun_reports_a_message_over_todays_input_cap(build_contexts):
+    from hermes_fsm.context import ContextConfig
+
+    roomy = Orchestrator(context=ContextConfig(max_context_tokens=128_000))
+    await roomy.run_turn("s1", "please read this " * 1000)
+    recording = parse_recording(recording_text(roomy, "s1"), "<roomy>")
+    replayer = Replayer(build_contexts=build_contexts)
+    result = await replayer.arerun(recording, raise_on_failure=False)
+    assert not result.ok and "input budget" in (result.error or "")
+
+
+def test_rerun_all_reruns_like_rerun_and_restores_the_garbage_collector(tmp_path):
+    import gc
+
+    paths = [GOLDEN / f"{name}.jsonl" for name in [*CLEAN, "divergent_graph"]]
+    missing = tmp_path / "missing.jsonl"
+    thresholds = gc.get_threshold()
+    replayer = Replayer()
+    results = list(replayer.rerun_all([*paths, missing]))
+    assert gc.get_threshold() == thresholds and gc.get_freeze_count() == 0
+    assert [r.ok for r in results] == [True, True, True, False, False]
+    assert "missing.jsonl" in (results[-1].error or "")
+    for path, result in zip(paths, results, strict=False):
+        alone = Replayer().rerun(load_recording(path), raise_on_failure=False)
+        assert (result.turns, result.events) == (alone.turns, alone.events)
+        assert [d.describe() for d in result.divergences] == \
+            [d.describe() for d in alone.divergences]
+    gc.freeze()  # a process that froze objects of its own keeps them frozen
+    try:
+        assert [r.ok for r in replayer.rerun_all(paths[:1])] == [True]
+        assert gc.get_freeze_count() > 0 and gc.get_threshold() == thresholds
+    finally:
+        gc.unfreeze()
+
+
+def compact(event: dict[str, Any]) -> str:
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+def grouped_without(raw: list[dict[str, Any]], kind: str) -> list[list[dict[str, Any]]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for event in raw:
+        if event["kind"] != kind:
+            groups.setdefault(event["turn_id"], []).append(event)
+    return list(groups.values())
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_raw_turns_skipping_a_kind_equal_the_parsed_events_without_it(name):
+    path = GOLDEN / f"{name}.jsonl"
+    lazy = load_recording(path, lazy=True)
+    assert lazy.raw_turns(skip={"context_built"}) == grouped_without(
+        load_recording(path).raw, "context_built")
+    assert lazy._raw is None  # nothing parsed everything on the way
+
+
+def test_only_a_lines_own_kind_lets_it_go_unparsed():
+    lines = (GOLDEN / "chinese_preference.jsonl").read_text(encoding="utf-8").splitlines()
+    events = [json.loads(line) for line in lines[1:]]
+    index = next(i for i, e in enumerate(events) if e["kind"] == "state_output")
+    events[index]["output"]["nested"] = {"a": 1, "kind": "context_built", "b": [1]}
+    events[index + 1]["text_like"] = ',"kind":"context_built",'  # in a string: escaped
+    broken = next(i for i, e in enumerate(events) if e["kind"] == "context_built")
+    text = "\n".join([lines[0], *map(compact, events)]) + "\n"
+    line = compact(events[broken])
+    text = text.replace(line, line[:-20])  # a broken line of the skipped kind: not read
+    recording = parse_recording(text, "<edited>", lazy=True)
+    kept = [e for turn in recording.raw_turns(skip={"context_built"}) for e in turn]
+    assert events[index] in kept and events[index + 1] in kept
+    assert kept == [e for i, e in enumerate(events) if e["kind"] != "context_built"
+                    and i != broken]
+    with pytest.raises(RecordingError, match=rf"<edited>:{broken + 2}: not JSON"):
+        recording.raw  # noqa: B018 - reading everything names the broken line
+
+
+def test_a_broken_line_among_those_a_rerun_reads_is_named_by_its_own_number(tmp_path):
+    lines = (GOLDEN / "chinese_preference.jsonl").read_text(encoding="utf-8").splitlines()
+    kinds = [json.loads(line)["kind"] for line in lines[1:]]
+    first_context = kinds.index("context_built")
+    broken = next(i for i, kind in enumerate(kinds)
+                  if kind == "state_entered" and i > first_context) + 1  # index in lines
+    lines[broken] = lines[broken][:-15]
+    path = tmp_path / "broken.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (result,) = Replayer().rerun_all([path])
+    assert f"broken.jsonl:{broken + 1}: not JSON" in (result.error or "")
+
+
+@pytest.mark.parametrize("first", ["raw", "raw_turns", "select", "event_count"])
+def test_blank_lines_are_found_whichever_read_comes_first(tmp_path, first):
+    text = (GOLDEN / "chinese_preference.jsonl").read_text(encoding="utf-8")
+    lines = text.splitlines()
+    loose = "\r\n".join([*lines[:5], "", "  \t", *lines[5:9], "", *lines[9:]]) + "\r\n\r\n"
+    path = tmp_path / "loose.jsonl"
+    path.write_text(loose, encoding="utf-8")
+    clean = load_recording(GOLDEN / "chinese_preference.jsonl")
+    recording = load_recording(path, lazy=True)
+    if first == "raw_turns":
+        assert recording.raw_turns(skip={"context_built"}) == grouped_without(
+            clean.raw, "context_built")
+    elif first == "select":
+        assert recording.select({"state_output"}) == [
+            e for e in clean.raw if e["kind"] == "state_output"]
+    getattr(recording, first) if first in ("raw", "event_count") else None
+    assert recording.event_count == len(lines) - 1
+    assert recording.raw == clean.raw
+    assert Replayer().rerun(load_recording(path, lazy=True)).ok
