@@ -2,7 +2,7 @@
 """HTTP overhead: turns over the ASGI app (uvicorn, loopback) against the same turns in-process.
 
     .venv/bin/python bench/http.py [--turns 1000] [--concurrency 16] [--sessions 100]
-                                   [--client raw|httpx] [--http auto|httptools|h11]
+                                   [--client raw|httpx] [--http auto|httptools|h11|uvicorn]
                                    [--profile FILE]
 
 Workload: the bundled seven-state graph, the rules brain, the demo tools, in-process
@@ -15,9 +15,10 @@ event loop (uvloop when installed, as uvicorn picks it). Measured:
   ``--concurrency`` turns at a time over ``--sessions`` sessions (turns/s);
 * over HTTP: the same against ``hermes-fsm``'s app served by uvicorn in a child process on
   127.0.0.1 (its own process, as a deployment would have; uvicorn picks httptools and
-  uvloop when they are installed, as ``hermes-fsm serve`` does), with bearer-token
-  authentication on: ``POST /v1/sessions/{id}/turns`` as JSON, and as server-sent events
-  read to the ``result`` event.
+  uvloop when they are installed, and runs the protocol writing each burst of a response
+  at once, as ``hermes-fsm serve`` does; ``--http uvicorn``: uvicorn's own protocol), with
+  bearer-token authentication on: ``POST /v1/sessions/{id}/turns`` as JSON, and as
+  server-sent events read to the ``result`` event.
 
 The client: ``raw`` (the default) is a minimal HTTP/1.1 client on persistent connections
 (one per concurrent worker): a request is one write of prebuilt bytes, an
@@ -30,7 +31,14 @@ Where the time goes, per turn (medians): the turn's CPU time (in-process: this t
 over HTTP: the server's main thread, which runs uvicorn's loop, request handling
 included, from ``/proc/PID/schedstat``) and the client's CPU time. What wall time is
 left is waiting: on a busy machine each hand-over between the two processes can wait for
-a CPU, which an in-process turn never does.
+a CPU, which an in-process turn never does. Both sides' CPU is also split in two: the
+turn's own steps (timed around each step of its coroutine, so what other tasks do while
+it waits — the stream writing its events — is not in it; the orchestrator's sinks, the
+event hub included, are) and what runs outside them (the loop between steps and tasks
+the turn started, on both sides; over HTTP also uvicorn, routing, the request, the hub's
+task, the stream). The last lines print both, per turn (p50 of per-turn differences), and
+how much more runs outside the turn over HTTP than in-process: a steadier figure than the
+difference of the two turns' CPU, which moves with the machine's load.
 
 Every mode is warmed up, then the modes are interleaved turn by turn (in-process, JSON,
 in-process, SSE), so both orchestrators have run the same number of turns at every point
@@ -60,6 +68,7 @@ import os
 import socket
 import statistics
 import subprocess
+import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -77,37 +86,85 @@ def _orchestrator() -> object:
     return Orchestrator()  # rules brain, demo tools, in-process memory, no MCP server
 
 
-def serve(port: int, profile: str | None, http: str) -> None:
-    """The child process: the app under uvicorn on 127.0.0.1:``port``."""
+class _TimedTurn:
+    """Awaits a turn, adding up the CPU time of its own steps only (not what other tasks
+    run while it waits, such as the stream writing its events), then records it."""
+
+    def __init__(self, turn: Any, record: Callable[[int], None]) -> None:
+        self.turn = turn
+        self.record = record
+
+    def __await__(self) -> Any:
+        turn, clock = self.turn, time.thread_time_ns
+        spent, value, error = 0, None, None
+        try:
+            while True:
+                started = clock()
+                try:
+                    step = turn.send(value) if error is None else turn.throw(error)
+                except StopIteration as stop:
+                    return stop.value
+                finally:
+                    spent += clock() - started
+                try:
+                    value, error = (yield step), None
+                except BaseException as exc:  # cancelled: into the turn
+                    value, error = None, exc
+        finally:
+            self.record(spent)
+
+
+def serve(port: int, profile: str | None, http: str, turn_cpu: str | None) -> None:
+    """The child process: the app under uvicorn on 127.0.0.1:``port``; with ``turn_cpu``,
+    the CPU time of each turn's own steps (ns, in the order they end) written there at exit."""
+    import signal
+
     import uvicorn
 
     from hermes_fsm.server import create_app
 
-    app = create_app(_orchestrator(), tokens={TOKEN: "bench-user"})
-    options = {"http": http}  # the loop: uvicorn's auto (uvloop when installed)
-    if profile is None:
-        uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
-                    **options)
-        return
-    import cProfile
-    import signal
+    orchestrator: Any = _orchestrator()
+    spent: list[int] = []
+    if turn_cpu is not None:
+        run_turn = orchestrator.run_turn
 
+        async def timed(*args: Any, **kwargs: Any) -> Any:
+            return await _TimedTurn(run_turn(*args, **kwargs), spent.append)
+
+        orchestrator.run_turn = timed
+    app = create_app(orchestrator, tokens={TOKEN: "bench-user"})
+    # as hermes-fsm serve runs it; the loop: uvicorn's auto (uvloop when installed)
+    options: dict[str, Any] = {}
+    if http != "uvicorn":
+        from hermes_fsm.server.protocol import uvicorn_options
+
+        options = uvicorn_options(http)
     # uvicorn shuts down on SIGTERM, then raises it again under the handler it found
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    profiler = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time, not wall time
-    profiler.enable()
+    profiler = None
+    if profile is not None:
+        import cProfile
+
+        profiler = cProfile.Profile(time.thread_time_ns, 1e-9)  # CPU time, not wall time
+        profiler.enable()
     try:
         uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False,
                     **options)
     finally:
-        profiler.disable()
-        profiler.dump_stats(profile)
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(profile)
+        if turn_cpu is not None:
+            Path(turn_cpu).write_text(json.dumps(spent))
 
 
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
+
+STEPS: list[float] = []
+"""The in-process turns' own steps' CPU (ms), as measured (``measure`` fills it)."""
 
 Run = Callable[[int, int], Awaitable[None]]
 """``run(i, worker)``: one turn on session ``i % sessions``, on the worker's connection."""
@@ -126,15 +183,16 @@ async def _concurrent(turns: int, concurrency: int, sessions: int, run: Run) -> 
     return per_worker * concurrency / (time.perf_counter() - started)
 
 
-def _in_process(args: argparse.Namespace) -> tuple[Run, Run]:
+def _in_process(args: argparse.Namespace, steps: list[int]) -> tuple[Run, Run]:
     """Turns on the in-process orchestrator, on sessions named as the server's: the JSON
-    ones and the SSE ones, so both orchestrators hold the same sessions and histories."""
+    ones and the SSE ones, so both orchestrators hold the same sessions and histories.
+    The CPU of each turn's own steps goes to ``steps`` (ns), as the server times its own."""
     orchestrator: Any = _orchestrator()
 
     def on(prefix: str) -> Run:
         async def run(i: int, worker: int = 0) -> None:
-            await orchestrator.run_turn(f"{prefix}{i % args.sessions}", QUESTION,
-                                        user_id="bench-user")
+            await _TimedTurn(orchestrator.run_turn(f"{prefix}{i % args.sessions}", QUESTION,
+                                                   user_id="bench-user"), steps.append)
 
         return run
 
@@ -287,6 +345,8 @@ class Figures:
         self.wall: list[float] = []
         self.cpu: list[float] = []
         self.server_cpu: list[float] = []
+        self.server_turn: list[float] = []  # the turn's own steps' CPU in the server
+        self.steps: list[float] = []  # in-process: the turn's own steps' CPU
         self.rates: list[float] = []
 
 
@@ -334,7 +394,8 @@ async def _timed(args: argparse.Namespace, order: list[tuple[str, Run]],
 
 async def measure(args: argparse.Namespace, port: int, pid: int) -> dict[str, Figures]:
     """The figures of each mode."""
-    local, local_too = _in_process(args)
+    steps: list[int] = []
+    local, local_too = _in_process(args, steps)
     server = ThreadClock(f"/proc/{pid}/schedstat")
     try:
         if args.client == "httpx":
@@ -363,6 +424,8 @@ async def measure(args: argparse.Namespace, port: int, pid: int) -> dict[str, Fi
                 await connection.close()
     finally:
         server.close()
+        measured = steps[2 * args.warmup:2 * (args.warmup + args.turns)]
+        STEPS[:] = [ns / 1e6 for ns in measured]
 
 
 def _free_port() -> int:
@@ -391,10 +454,25 @@ async def _wait_ready(port: int, timeout_s: float = 30.0) -> None:
 def _server_stack(http: str) -> str:
     import uvicorn
 
-    if http == "auto":
+    coalescing = http != "uvicorn"
+    if http in ("auto", "uvicorn"):
         http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    return f"uvicorn {uvicorn.__version__} ({http}, {loop})"
+    writes = "one write per burst" if coalescing else "uvicorn's own writes"
+    return f"uvicorn {uvicorn.__version__} ({http}, {loop}, {writes})"
+
+
+def _split(args: argparse.Namespace, results: dict[str, Figures], turn_cpu: Path) -> None:
+    """Give each HTTP turn the CPU its own steps took in the server (the server ran the
+    warm-up and the measured turns one at a time, JSON and SSE alternating)."""
+    try:
+        spent = json.loads(turn_cpu.read_text())
+    finally:
+        turn_cpu.unlink(missing_ok=True)
+        turn_cpu.parent.rmdir()
+    measured = spent[2 * args.warmup:2 * (args.warmup + args.turns)]
+    results["HTTP JSON"].server_turn = [ns / 1e6 for ns in measured[0::2]]
+    results["HTTP SSE"].server_turn = [ns / 1e6 for ns in measured[1::2]]
 
 
 def _p(values: list[float], q: float = 0.5) -> float:
@@ -412,7 +490,8 @@ def _row(name: str, f: Figures) -> str:
 
 async def main(args: argparse.Namespace) -> None:
     port = _free_port()
-    command = [sys.executable, __file__, "--serve", str(port)]
+    turn_cpu = Path(tempfile.mkdtemp(prefix="hermes-bench-")) / "turn-cpu.json"
+    command = [sys.executable, __file__, "--serve", str(port), "--turn-cpu", str(turn_cpu)]
     if args.profile:
         command += ["--profile", args.profile]
     command += ["--http", args.http]
@@ -427,6 +506,7 @@ async def main(args: argparse.Namespace) -> None:
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
+    _split(args, results, turn_cpu)
     load = os.getloadavg()
     print(f"{args.turns} measured turns per mode (after {args.warmup} warm-up); concurrency "
           f"{args.concurrency} over {args.sessions} sessions; {os.cpu_count()} CPU(s), load "
@@ -449,6 +529,16 @@ async def main(args: argparse.Namespace) -> None:
               f"client {_p(over.cpu):.3f} ms; {statistics.mean(over.rates):,.0f} turns/s at "
               "concurrency "
               f"{args.concurrency} vs {statistics.mean(local.rates):,.0f} in-process")
+    print()
+    outside = [cpu - step for cpu, step in zip(local.cpu, STEPS, strict=True)]
+    print(f"in-process: the turn's own steps {_p(STEPS):.3f} ms + {_p(outside):.3f} ms "
+          "outside them (the loop between steps, tasks the turn started)")
+    for mode in ("JSON", "SSE"):
+        over = results[f"HTTP {mode}"]
+        rest = [cpu - turn for cpu, turn in zip(over.server_cpu, over.server_turn, strict=True)]
+        print(f"HTTP {mode:<4} server: the turn's own steps {_p(over.server_turn):.3f} ms "
+              f"(sinks included) + {_p(rest):.3f} ms outside them, {_p(rest) - _p(outside):+.3f}"
+              " ms over in-process: uvicorn, routing, the request, the hub's task, the stream")
 
 
 if __name__ == "__main__":
@@ -460,13 +550,16 @@ if __name__ == "__main__":
     parser.add_argument("--client", choices=["raw", "httpx"], default="raw")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the server under cProfile; write its stats to FILE")
-    parser.add_argument("--http", choices=["auto", "httptools", "h11"], default="auto",
-                        help="uvicorn's HTTP protocol (auto: httptools when installed, as "
-                        "hermes-fsm serve runs it)")
+    parser.add_argument("--http", choices=["auto", "httptools", "h11", "uvicorn"],
+                        default="auto",
+                        help="uvicorn's HTTP protocol, writing each burst of a response at "
+                        "once as hermes-fsm serve runs it (auto: httptools when installed); "
+                        "uvicorn: its own, unchanged (a write per message)")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
+    parser.add_argument("--turn-cpu", metavar="FILE", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.serve is not None:
-        serve(arguments.serve, arguments.profile, arguments.http)
+        serve(arguments.serve, arguments.profile, arguments.http, arguments.turn_cpu)
     else:
         try:  # the loop uvicorn runs the server on (uvloop when installed), here too
             import uvloop

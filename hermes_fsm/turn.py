@@ -24,6 +24,7 @@ from .events import (
     event_data,
     make_event,
 )
+from .sinks import sink_plan
 from .sources import SystemClock
 
 if TYPE_CHECKING:
@@ -158,11 +159,15 @@ class TurnContext:
         if data["at"] is None:
             data["at"] = self._now()
         sinks = self.services.sinks
-        if sinks:
-            event = make_event(kind, data)
+        if sinks:  # data sinks take the field dict; the object is built only for the others
+            objects, calls = sink_plan(sinks)
+            event = make_event(kind, data) if objects else None
             self.events.add(kind, data, event)
-            for sink in sinks:
-                sink.emit(event)
+            for sink, takes_data in calls:
+                if takes_data:
+                    sink.emit_data(kind, data)
+                else:
+                    sink.emit(event)
         else:
             self._add_kind(kind)  # self.events.add(kind, data), without the call
             self._add_data(data)

@@ -14,6 +14,7 @@ from hermes_fsm import Orchestrator
 from hermes_fsm.brain import BrainRequest
 from hermes_fsm.rules_brain import RulesBrain
 from hermes_fsm.server import create_app
+from hermes_fsm.server.protocol import CoalescingTransport, http_protocol, uvicorn_options
 from tests.http_support import read_sse, served
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
@@ -48,14 +49,18 @@ async def orchestrator() -> Orchestrator:
 
 @pytest.fixture
 def serve_options(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """uvicorn's defaults, or (parametrized) one of its HTTP protocols."""
+    """uvicorn's defaults, or (parametrized) one of its HTTP protocols, or (``serve``) what
+    ``hermes-fsm serve`` runs: the protocol writing each burst at once."""
     http = getattr(request, "param", None)
     if http == "httptools":
         pytest.importorskip("httptools")  # the serve extra
+    if http == "serve":
+        return uvicorn_options()
     return {"http": http} if http else {}
 
 
-BOTH_SERVERS = pytest.mark.parametrize("serve_options", ["h11", "httptools"], indirect=True)
+BOTH_SERVERS = pytest.mark.parametrize("serve_options", ["h11", "httptools", "serve"],
+                                       indirect=True)
 
 
 @pytest.fixture
@@ -444,9 +449,9 @@ def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFix
 # --- sending less: bursts of events, coalesced writes ---------------------------------------
 
 
-async def asgi_post(app: Any, path: str, body: dict[str, Any],
-                    headers: dict[str, str]) -> list[dict[str, Any]]:
-    """Call the ASGI app directly (no server): the messages it sends."""
+async def asgi_post(app: Any, path: str, body: dict[str, Any], headers: dict[str, str],
+                    send: Any = None) -> list[dict[str, Any]]:
+    """Call the ASGI app directly (no server): the messages it sends (also to ``send``)."""
     raw = json.dumps(body).encode()
     scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"},
              "http_version": "1.1", "method": "POST", "scheme": "http", "path": path,
@@ -466,12 +471,17 @@ async def asgi_post(app: Any, path: str, body: dict[str, Any],
         return {"type": "http.disconnect"}
 
     sent: list[dict[str, Any]] = []
+    also = send
 
-    async def send(message: dict[str, Any]) -> None:
+    async def sending(message: dict[str, Any]) -> None:
         sent.append(message)
+        if also is not None:
+            await also(message)
 
-    await app(scope, receive, send)
-    done.set()
+    try:
+        await app(scope, receive, sending)
+    finally:
+        done.set()
     return sent
 
 
@@ -503,3 +513,211 @@ async def test_two_apps_on_one_orchestrator_each_stream_only_their_own_turns() -
 
     seqs = [int(e["id"]) for e in received[:-1]]
     assert seqs == list(range(1, len(orchestrator.sessions()["s1"].events) + 1))
+
+
+# --- the hub as a data sink: frames from field dicts, the same bytes --------------------------
+
+
+async def test_a_streamed_turn_sends_the_bytes_each_event_object_would_write() -> None:
+    from hermes_fsm.server.wire import sse
+
+    orchestrator = Orchestrator()
+    app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+
+    sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
+
+    stream = b"".join(m["body"] for m in sent if m["type"] == "http.response.body")
+    logged = b"".join(sse(e) for e in orchestrator.sessions()["s1"].events)
+    assert stream.startswith(logged)
+    assert stream[len(logged):].startswith(b"event: result\n")
+
+
+async def test_the_events_of_a_running_turn_read_as_json_are_those_logged_after_it(
+        orchestrator: Orchestrator, client: httpx.AsyncClient) -> None:
+    brain = orchestrator.services.brain = GatedBrain()
+    turn = asyncio.create_task(client.post("/v1/sessions/s1/turns", json={"text": QUESTION},
+                                           headers=ALICE))
+    await asyncio.wait_for(brain.waiting.wait(), 10)
+
+    live = (await client.get("/v1/sessions/s1/events", params={"after": 2},
+                             headers=ALICE)).json()
+    brain.gate.set()
+    assert (await turn).status_code == 200
+    logged = (await client.get("/v1/sessions/s1/events", params={"after": 2},
+                               headers=ALICE)).json()
+
+    assert live["running"] is True and logged["running"] is False
+    assert live["events"][0]["seq"] == 3
+    assert live["events"] == logged["events"][:len(live["events"])]
+    assert "turn_finished" not in {e["kind"] for e in live["events"]}  # held in RESPONSE
+    assert len(logged["events"]) > len(live["events"])
+
+
+async def test_an_object_sink_beside_the_hub_gets_every_event_as_before() -> None:
+    from hermes_fsm import ListSink
+
+    sink = ListSink()
+    orchestrator = Orchestrator(sinks=[sink])
+    app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+
+    sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
+
+    assert sent[0]["status"] == 200
+    assert sink.events == orchestrator.sessions()["s1"].events
+    assert type(sink.events[0]).__name__ == "TurnStarted"
+
+
+# --- one write per burst ---------------------------------------------------------------------
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+        self.paused = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed
+        self.writes.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def pause_reading(self) -> None:
+        self.paused = True
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("127.0.0.1", 1)}.get(name, default)
+
+    def set_write_buffer_limits(self, high: int | None = None) -> None:
+        self.high = high
+
+
+async def test_the_writes_of_one_loop_step_go_out_as_one() -> None:
+    raw = FakeTransport()
+    transport = CoalescingTransport(raw, asyncio.get_running_loop())
+
+    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+    transport.write(b"{}")
+    assert raw.writes == [] and transport.get_write_buffer_size() == 21
+    await asyncio.sleep(0)
+    assert raw.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+
+    transport.write(b"a")  # a later step: a write of its own
+    await asyncio.sleep(0)
+    transport.writelines([b"b", b"c"])
+    transport.close()  # what is pending goes first
+    assert raw.writes[1:] == [b"a", b"bc"] and raw.closed
+    await asyncio.sleep(0)  # the scheduled flush finds nothing left
+    assert len(raw.writes) == 3
+
+
+async def test_a_flush_writes_at_once_and_the_step_end_finds_nothing_left() -> None:
+    raw = FakeTransport()
+    transport = CoalescingTransport(raw, asyncio.get_running_loop())
+
+    transport.write(b"head")
+    transport.write(b"body")
+    transport.flush()  # what the protocol does as a response completes
+    assert raw.writes == [b"headbody"]
+    await asyncio.sleep(0)
+    assert raw.writes == [b"headbody"]
+
+
+async def test_a_pending_write_is_dropped_when_the_client_went_away() -> None:
+    raw = FakeTransport()
+    transport = CoalescingTransport(raw, asyncio.get_running_loop())
+
+    transport.write(b"data")
+    raw.closed = True
+    await asyncio.sleep(0)
+
+    assert raw.writes == []
+
+
+def test_the_coalescing_transport_passes_everything_else_through() -> None:
+    raw = FakeTransport()
+    loop = asyncio.new_event_loop()
+    transport = CoalescingTransport(raw, loop)
+    loop.close()
+
+    transport.pause_reading()
+    transport.set_write_buffer_limits(high=10)
+
+    assert raw.paused and raw.high == 10
+    assert transport.get_extra_info("peername") == ("127.0.0.1", 1)
+    assert transport.is_closing() is False
+
+
+def test_the_protocol_class_is_uvicorns_with_the_coalescing_transport() -> None:
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    protocol = http_protocol("h11")
+
+    assert issubclass(protocol, H11Protocol)
+    assert http_protocol("h11") is protocol
+    with pytest.raises(ValueError, match="unknown HTTP protocol"):
+        http_protocol("spdy")
+
+
+# --- the turns route without Starlette's layers, while none were added ------------------------
+
+
+async def test_a_turn_goes_through_middleware_added_to_the_app() -> None:
+    seen: list[str] = []
+
+    class Tag:
+        def __init__(self, app: Any) -> None:
+            self.app = app
+
+        async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+            seen.append(scope["path"])
+            await self.app(scope, receive, send)
+
+    orchestrator = Orchestrator()
+    app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+    app.add_middleware(Tag)
+
+    sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, ALICE)
+
+    assert sent[0]["status"] == 200
+    assert seen == ["/v1/sessions/s1/turns"]
+
+
+async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
+    orchestrator = Orchestrator()
+    app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+
+    def broken() -> Any:
+        raise RuntimeError("a bug")
+
+    orchestrator.sessions = broken  # type: ignore[assignment,method-assign]
+    sent: list[dict[str, Any]] = []
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    with pytest.raises(RuntimeError, match="a bug"):
+        await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, ALICE, send=send)
+    assert sent[0]["status"] == 500
+    assert sent[1]["body"] == b"Internal Server Error"
+
+
+async def test_a_turn_on_the_app_mounted_under_a_prefix_is_served() -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    orchestrator = Orchestrator()
+    inner = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
+    outer = Starlette(routes=[Mount("/agent", app=inner)])
+
+    sent = await asgi_post(outer, "/agent/v1/sessions/s1/turns", {"text": QUESTION}, ALICE)
+
+    assert sent[0]["status"] == 200
+    assert json.loads(sent[1]["body"])["session_id"] == "s1"

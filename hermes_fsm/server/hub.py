@@ -5,7 +5,9 @@ that disconnects mid-stream neither cancels nor corrupts it. The task carries it
 :class:`RunningTurn` in a context variable; :class:`TurnHub` is an event sink (sinks are
 called synchronously by ``TurnContext.emit``) that hands each event to the running turn of
 the task that emitted it — so a stream can only ever see its own session's events, even
-with many turns in flight.
+with many turns in flight. It is a data sink (see :mod:`hermes_fsm.sinks`): it keeps each
+event's field dict, and an event object is built only if someone reads one (a stream
+writes its frames from the dicts) — a JSON turn nobody streams builds none.
 
 A running turn keeps the events it has emitted so far, so a stream that joins late (or
 resumes with ``after=SEQ``) gets them all: the session's log holds a turn's events only
@@ -20,7 +22,7 @@ import logging
 from typing import Any
 
 from ..errors import HermesError
-from ..events import Event
+from ..events import Event, EventList
 from ..turn import TurnResult
 
 __all__ = ["RunningTurn", "Subscription", "TurnHub", "read_events"]
@@ -61,9 +63,17 @@ class Subscription:
     def ready(self) -> list[Event]:
         """The events not read yet (possibly none); they count as read."""
         events = self.running.events
-        batch = events[self._cursor:]
+        batch: list[Event] = events[self._cursor:]
         self._cursor = len(events)
         return batch
+
+    def ready_data(self) -> list[tuple[type[Any], dict[str, Any]]]:
+        """The same as :meth:`ready`, as ``(event class, field dict)`` pairs (no objects
+        built; see :func:`hermes_fsm.sinks.event_json` for their JSON)."""
+        events = self.running.events
+        start = self._cursor
+        self._cursor = len(events)
+        return list(zip(events._kinds[start:], events._data[start:], strict=True))
 
     async def wait(self, timeout_s: float | None = None) -> None:
         """Return once an event is unread, the turn is over, or the subscription closed.
@@ -74,14 +84,15 @@ class Subscription:
         if (self._cursor < len(self.running.events) or self.running.finished
                 or self.closed):
             return
-        waiter = self._waiter = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter = self._waiter = loop.create_future()
+        timer = None if timeout_s is None else loop.call_later(timeout_s, _expire, waiter)
         try:
-            if timeout_s is None:
-                await waiter
-            else:
-                await asyncio.wait_for(waiter, timeout_s)
+            await waiter
         finally:
             self._waiter = None
+            if timer is not None:
+                timer.cancel()
 
     def wake(self) -> None:
         """Wake a reader waiting in :meth:`wait` (new events, the end, or closing)."""
@@ -96,12 +107,19 @@ class Subscription:
         self.wake()
 
 
+def _expire(waiter: asyncio.Future[None]) -> None:
+    """A :meth:`Subscription.wait` ran out of time (cheaper than ``asyncio.wait_for``)."""
+    if not waiter.done():
+        waiter.set_exception(TimeoutError())
+
+
 class RunningTurn:
     """A turn started by the server: its task, its events so far, its subscribers.
 
     Attributes:
         session_id: the session the turn runs on.
-        events: the events emitted so far, in order.
+        events: the events emitted so far, in order (an :class:`~hermes_fsm.events.EventList`:
+            each becomes an object when read).
         task: the task running the turn.
         result: the turn's result once it is over (``None`` before, or if it raised).
         error: what the turn raised instead (e.g. :class:`SessionBusy`).
@@ -111,7 +129,7 @@ class RunningTurn:
     def __init__(self, session_id: str, hub: TurnHub | None = None) -> None:
         self.session_id = session_id
         self.hub = hub
-        self.events: list[Event] = []
+        self.events = EventList()
         self.task: asyncio.Task[TurnResult] | None = None
         self.result: TurnResult | None = None
         self.error: BaseException | None = None
@@ -122,7 +140,8 @@ class RunningTurn:
         """A :class:`Subscription` to this turn's events with ``seq > after`` (those so far
         first)."""
         start = 0
-        while start < len(self.events) and self.events[start].seq <= after:
+        data = self.events._data
+        while start < len(data) and data[start]["seq"] <= after:
             start += 1
         subscription = Subscription(self, start)
         if not self.finished:
@@ -136,9 +155,19 @@ class RunningTurn:
 
     def publish(self, event: Event) -> None:
         """Keep ``event`` and wake every subscriber (once per burst: a woken one is skipped)."""
-        self.events.append(event)
+        self.events.add(type(event), event.__dict__, event)
         for subscription in self._subscribers:
             subscription.wake()
+
+    def publish_data(self, kind: type[Any], data: dict[str, Any]) -> None:
+        """:meth:`publish` for an event given as its class and field dict."""
+        events = self.events
+        events._kinds.append(kind)
+        events._data.append(data)
+        for subscription in self._subscribers:
+            waiter = subscription._waiter  # subscription.wake(), inline: once per event
+            if waiter is not None and not waiter.done():
+                waiter.set_result(None)
 
     def finish(self) -> None:
         """Mark the turn over and wake every subscriber (each reads what is left)."""
@@ -161,7 +190,8 @@ class TurnHub:
         self._tasks: set[asyncio.Task[TurnResult]] = set()
 
     def emit(self, event: Event) -> None:
-        """Sink entry point: give ``event`` to the running turn of the emitting task."""
+        """Sink entry point (an event object): give ``event`` to the running turn of the
+        emitting task."""
         running = _CURRENT.get()
         if (running is None or running.hub is not self or running.finished
                 or running.session_id != event.session_id):
@@ -169,6 +199,16 @@ class TurnHub:
         if not running.events:
             self.running[running.session_id] = running
         running.publish(event)
+
+    def emit_data(self, kind: type[Any], data: dict[str, Any]) -> None:
+        """Data sink entry point (what a turn calls): :meth:`emit` without the object."""
+        running = _CURRENT.get()
+        if (running is None or running.hub is not self or running.finished
+                or running.session_id != data["session_id"]):
+            return
+        if not running.events._data:
+            self.running[running.session_id] = running
+        running.publish_data(kind, data)
 
     def start(self, session_id: str, text: str, user_id: str) -> RunningTurn:
         """Start a turn in its own task (it outlives the request that asked for it)."""

@@ -1,7 +1,8 @@
 """``hermes-fsm serve``: the ASGI app under uvicorn, as the configuration says.
 
 uvicorn takes its C HTTP parser (httptools) and event loop (uvloop) when they are
-installed: ``pip install 'hermes-fsm[serve]'``.
+installed: ``pip install 'hermes-fsm[serve]'``; its HTTP protocol writes each burst of a
+response in one socket write (:mod:`hermes_fsm.server.protocol`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
 
     from ..engine import Orchestrator
     from .app import create_app
+    from .protocol import uvicorn_options
 
     host = host or config.server.host
     port = config.server.port if port is None else port
@@ -51,5 +53,5 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
                   f"API at http://{host}:{port}/openapi.json\n")
         out.flush()
     uvicorn.run(app, host=host, port=port, log_level=config.log.level,
-                access_log=config.log.level == "debug")
+                access_log=config.log.level == "debug", **uvicorn_options())
     return 0
