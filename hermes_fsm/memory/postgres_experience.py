@@ -37,6 +37,9 @@ _MIGRATIONS = [
     # failure_rates reads one window of every tool's calls
     "CREATE INDEX IF NOT EXISTS hermes_experience_kind_at ON {schema}.hermes_experience "
     "(kind, at);",
+    # similar_outcomes reads one user's latest tool calls
+    "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at ON {schema}.hermes_experience "
+    "(user_id, kind, at);",
 ]
 _WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
            "AND coalesce(error_code, '') <> ALL(%s)")

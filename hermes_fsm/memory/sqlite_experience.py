@@ -34,6 +34,10 @@ _MIGRATIONS = [
     """,
     # failure_rates reads one window of every tool's calls
     "CREATE INDEX IF NOT EXISTS hermes_experience_kind_at ON hermes_experience (kind, at);",
+    # similar_outcomes reads one user's latest tool calls: without it SQLite walked every
+    # user's calls through (kind, at), and PLANNING got slower as the log grew
+    "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at "
+    "ON hermes_experience (user_id, kind, at);",
 ]
 _WINDOW = (f"kind = 'tool_call' AND at > ? AND at <= ? AND tool IS NOT NULL "
            f"AND coalesce(error_code, '') NOT IN ({', '.join('?' * len(NOT_CALLED))})")

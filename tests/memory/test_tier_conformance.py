@@ -270,7 +270,29 @@ async def test_an_sqlite_log_of_the_first_schema_is_migrated_on_open(tmp_path):
             "inventory_lookup": ToolHealth("inventory_lookup", 1, 1)}
         db = log._conn()
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
-        assert db.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' "
-                          "AND name = 'hermes_experience_kind_at'").fetchone()
+        for index in ("hermes_experience_kind_at", "hermes_experience_user_kind_at"):
+            assert db.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' "
+                              "AND name = ?", (index,)).fetchone()
+    finally:
+        await log.close()
+
+
+async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(tmp_path):
+    """Its candidates come from the (user_id, kind, at) index, not a walk over every
+    user's tool calls (which made PLANNING slower as the log grew)."""
+    from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+
+    log = SQLiteExperienceLog(tmp_path / "experience.sqlite", EMBED)
+    try:
+        await log.record([outcome(n, user=f"u{n % 7}") for n in range(1, 50)])
+        seen: list[str] = []
+        db = log._conn()
+        db.set_trace_callback(seen.append)
+        found = await log.similar_outcomes("u3", "stock of A1001", 3)
+        db.set_trace_callback(None)
+        assert found and {e.user_id for e in found} == {"u3"}
+        candidates = next(q for q in seen if "LIMIT 500" in q)
+        plan = " ".join(str(row[3]) for row in db.execute("EXPLAIN QUERY PLAN " + candidates))
+        assert "hermes_experience_user_kind_at" in plan, plan
     finally:
         await log.close()
