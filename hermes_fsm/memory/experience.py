@@ -149,8 +149,16 @@ def top_requests(rows: Sequence[tuple[str, str]], text: str, embedder: Embedder,
         return []
     import numpy as np
 
-    vectors = _vectors(embedder, [text, *(request for _, request in rows)])
-    scores = vectors[1:] @ vectors[0]
+    requests = [request for _, request in rows]
+    unique = list(dict.fromkeys(requests))  # a user's requests often repeat: score each once
+    vectors = _vectors(embedder, [text, *unique])
+    scored = vectors[1:] @ vectors[0]
+    if len(unique) == len(requests):
+        scores = scored
+    else:
+        by_text = dict(zip(unique, scored.tolist(), strict=True))
+        scores = np.fromiter((by_text[r] for r in requests), dtype=np.float64,
+                             count=len(requests))
     order = np.argsort(-scores, kind="stable")[:k]
     return [(rows[i][0], float(scores[i])) for i in order if scores[i] > 0]
 

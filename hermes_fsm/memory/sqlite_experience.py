@@ -127,8 +127,10 @@ class SQLiteExperienceLog:
             return []
         marks = ",".join("?" * len(best))
         rows = {r[0]: r for r in conn.execute(
-            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? "
-            f"AND entry_id IN ({marks})", (user_id, *(i for i, _ in best))).fetchall()}
+            # by primary key (``+user_id``: not through a user index, which walked every
+            # row of the user), still only the user's rows
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE entry_id IN ({marks}) "
+            f"AND +user_id = ?", (*(i for i, _ in best), user_id)).fetchall()}
         return [replace(_entry(rows[i]), score=s) for i, s in best if i in rows]
 
     async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:

@@ -296,3 +296,25 @@ async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(t
         assert "hermes_experience_user_kind_at" in plan, plan
     finally:
         await log.close()
+
+
+def test_top_requests_scores_repeated_requests_as_if_each_were_scored_alone():
+    """Repeated requests are embedded and scored once; the ranking (ties: in row order,
+    which backends give newest first) is what scoring every row would give."""
+    import numpy as np
+
+    from hermes_fsm.memory.experience import top_requests
+
+    rows = [(f"e{n}", text) for n, text in enumerate(
+        ["stock of A1001 east", "remind me at 9", "stock of A1001 east", "A1001 in the west",
+         "stock of A1001 east", "weather"])]
+    vectors = np.array(EMBED.embed([r for _, r in rows]), dtype=np.float32)
+    query = np.array(EMBED.embed(["how many A1001 in the east"])[0], dtype=np.float32)
+    scores = vectors @ query
+    expected = [(rows[i][0], float(scores[i])) for i in np.argsort(-scores, kind="stable")[:4]
+                if scores[i] > 0]
+
+    got = top_requests(rows, "how many A1001 in the east", EMBED, 4)
+    assert [e for e, _ in got] == [e for e, _ in expected]
+    assert [s for _, s in got] == pytest.approx([s for _, s in expected], rel=1e-6)
+    assert [e for e, _ in expected[:3]] == ["e0", "e2", "e4"]
