@@ -280,8 +280,10 @@ class MemoryWrite(_Event):
 class MemoryRecalled(_Event):
     """Memory was recalled for a state: the items (with scores) and the block's token cost.
 
-    ``tokens`` estimates the background block's size (one per CJK character, one per four
-    other characters); ``error`` says why recall failed (the turn goes on without it).
+    ``tokens`` is the background block's size by the token counter the context builder
+    uses (the one ``context_built`` counts with; with no context builder, one per CJK
+    character and one per four other characters); ``error`` says why recall failed (the
+    turn goes on without it).
     """
 
     kind: Literal["memory_recalled"] = "memory_recalled"

@@ -42,7 +42,10 @@ async def recalled_memory(turn: TurnContext) -> str:
             return turn.memory
         turn.memory = format_recall(items)
         if items:  # nothing recalled costs nothing: no event (recordings stay stable)
-            turn.emit(MemoryRecalled, state=state, tokens=estimate_tokens(turn.memory), items=[
+            context = turn.services.context  # its counter, as context_built counts
+            tokens = (context.counter.count(turn.memory) if context is not None
+                      else estimate_tokens(turn.memory))
+            turn.emit(MemoryRecalled, state=state, tokens=tokens, items=[
                 {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
                  "score": None if i.score is None else round(i.score, 4),
                  "confidence": i.confidence, "created_at": i.created_at.isoformat()}

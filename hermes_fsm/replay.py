@@ -58,8 +58,10 @@ __all__ = ["Divergence", "Finding", "ReplayFailed", "ReplayResult", "Replayer",
 
 # Fields that differ between runs and say nothing about the turn's behaviour: times, ids,
 # which brain answered and what it cost, how long a backoff waited.
+# ``tokens`` (memory_recalled): counted by the configured token counter, which may differ
+# between the recording process and this one (a tokenizer file, a calibrated ratio)
 _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "brain", "usage",
-                       "usage_source", "delay_s"})
+                       "usage_source", "delay_s", "tokens"})
 
 # Event kinds a rerun does not compare. ``context_built`` records what the recording
 # process's budget and token counter made of each brain request; the replay brain answers

@@ -462,3 +462,28 @@ def test_blank_lines_are_found_whichever_read_comes_first(tmp_path, first):
     assert recording.event_count == len(lines) - 1
     assert recording.raw == clean.raw
     assert Replayer().rerun(load_recording(path, lazy=True)).ok
+
+
+async def test_a_recall_counted_by_another_token_counter_reruns_clean():
+    """memory_recalled's ``tokens`` depends on the recording process's counter (a tokenizer
+    file, a calibrated ratio): a rerun counting differently is not a divergence."""
+    from hermes_fsm.context import ContextBuilder
+
+    class BytesCounter:
+        name = "bytes"
+
+        def count(self, text: str) -> int:
+            return len(text.encode())
+
+    recorder = Orchestrator(context=ContextBuilder(counter=BytesCounter()))
+    await recorder.run_turn("s1", "I prefer email", user_id="u1")
+    await recorder.run_turn("s1", "How should you contact me? email?", user_id="u1")
+    default = Orchestrator()
+    for text in ("I prefer email", "How should you contact me? email?"):
+        await default.run_turn("s1", text, user_id="u1")
+    recording = parse_recording(recording_text(recorder, "s1"), "<bytes>")
+    counted = [[e.tokens for e in o.sessions()["s1"].events if e.kind == "memory_recalled"]
+               for o in (recorder, default)]
+    assert counted[0] and counted[0] != counted[1]  # the recording's counts are not today's
+    result = await Replayer().arerun(recording, raise_on_failure=False)
+    assert result.ok, [d.describe() for d in result.divergences]

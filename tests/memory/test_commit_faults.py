@@ -225,6 +225,35 @@ async def test_recall_at_intent_is_reported_with_items_scores_and_tokens(make_or
     assert EVENT_ADAPTER.validate_json(recalled.model_dump_json()) == recalled
 
 
+
+class BytesCounter:
+    """A token counter of one token per UTF-8 byte (unlike any estimate)."""
+
+    name = "bytes"
+
+    def count(self, text: str) -> int:
+        return len(text.encode())
+
+
+async def test_recalled_tokens_are_counted_by_the_context_builders_counter(make_orchestrator):
+    """memory_recalled and context_built count the block with the same counter."""
+    from hermes_fsm.context import ContextBuilder
+
+    memory = InProcessMemory()
+    await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
+                                                 value="email", evidence="user_message")],
+                       NOW, text="please email me")
+    brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT]))
+    orchestrator = make_orchestrator(brain=brain, memory=memory,
+                                     context=ContextBuilder(counter=BytesCounter()))
+    result = await orchestrator.run_turn("s1", "how should you contact me, by email?",
+                                         user_id="u1")
+    (recalled,) = [e for e in result.events if e.kind == "memory_recalled"]
+    block = brain.requests_for("INTENT")[0].memory
+    assert recalled.tokens == len(block.encode())
+    built = next(e for e in result.events if e.kind == "context_built")
+    assert built.counter == "bytes"
+
 async def test_a_turn_records_its_tool_outcomes_in_the_experience_log(make_orchestrator):
     memory = InProcessMemory()
     result = await make_orchestrator(brain=ScriptedBrain(happy_script()), memory=memory).run_turn(
