@@ -207,23 +207,28 @@ async def test_a_commit_failing_every_retry_is_recorded_as_a_final_event(make_or
     assert await memory.items("u1") == []
 
 
-async def test_recall_at_intent_is_reported_with_items_scores_and_tokens(make_orchestrator):
-    from hermes_fsm.events import EVENT_ADAPTER
-
+async def recall_turn(make_orchestrator, **options):
+    """A turn of u1, who prefers email, asking about it: (the recall event, the brain)."""
     memory = InProcessMemory()
     await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
                                                  value="email", evidence="user_message")],
                        NOW, text="please email me")
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT]))
-    result = await make_orchestrator(brain=brain, memory=memory).run_turn(
+    result = await make_orchestrator(brain=brain, memory=memory, **options).run_turn(
         "s1", "how should you contact me, by email?", user_id="u1")
     (recalled,) = [e for e in result.events if e.kind == "memory_recalled"]
+    return recalled, brain, result
+
+
+async def test_recall_at_intent_is_reported_with_items_scores_and_tokens(make_orchestrator):
+    from hermes_fsm.events import EVENT_ADAPTER
+
+    recalled, brain, _ = await recall_turn(make_orchestrator)
     assert recalled.state == "INTENT"
     assert [i["value"] for i in recalled.items] == ["email"]
     assert recalled.items[0]["score"] > 0 and recalled.tokens > 0
     assert "preference.contact: email" in brain.requests_for("INTENT")[0].memory
     assert EVENT_ADAPTER.validate_json(recalled.model_dump_json()) == recalled
-
 
 
 class BytesCounter:
@@ -239,16 +244,8 @@ async def test_recalled_tokens_are_counted_by_the_context_builders_counter(make_
     """memory_recalled and context_built count the block with the same counter."""
     from hermes_fsm.context import ContextBuilder
 
-    memory = InProcessMemory()
-    await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
-                                                 value="email", evidence="user_message")],
-                       NOW, text="please email me")
-    brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT]))
-    orchestrator = make_orchestrator(brain=brain, memory=memory,
-                                     context=ContextBuilder(counter=BytesCounter()))
-    result = await orchestrator.run_turn("s1", "how should you contact me, by email?",
-                                         user_id="u1")
-    (recalled,) = [e for e in result.events if e.kind == "memory_recalled"]
+    recalled, brain, result = await recall_turn(
+        make_orchestrator, context=ContextBuilder(counter=BytesCounter()))
     block = brain.requests_for("INTENT")[0].memory
     assert recalled.tokens == len(block.encode())
     built = next(e for e in result.events if e.kind == "context_built")
