@@ -296,3 +296,37 @@ async def test_a_cancelled_writer_still_ends_its_write_before_the_next_one(store
     assert held in ({i.item_id for i in more}, {i.item_id for i in batch + more})
     await store.close()  # reopened: the file holds what the index held
     assert {i.item_id for i in await store.items("u1")} == held
+
+
+async def test_a_batch_with_a_point_id_qdrant_refuses_is_refused_whole(store):
+    from dataclasses import replace as with_fields
+
+    kept = items("u1", 2)
+    await store.put(kept, vectors(kept))
+    batch = items("u1", 3, start=2)
+    batch[1] = with_fields(batch[1], item_id="not-a-uuid")
+    with pytest.raises(MemoryStoreError, match="write refused .*nothing of it was stored"):
+        await store.put(batch, vectors(batch))
+    assert await store.count("u1") == 2
+    await store.close()  # and on disk: reopened, the same
+    assert await store.count("u1") == 2
+
+
+async def test_a_write_stored_but_not_applied_in_memory_reloads_and_its_retry_adds_nothing(
+        store, monkeypatch):
+    kept = items("u1", 2)
+    await store.put(kept, vectors(kept))
+    batch = items("u1", 3, start=2)
+
+    def broken(self, prepared):
+        raise RuntimeError("applying failed (test)")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(DirectWriter, "apply", broken)
+        with pytest.raises(MemoryStoreError, match="stored, but applying it in memory failed"):
+            await store.put(batch, vectors(batch))
+    assert store._client is None  # dropped: the next use reloads the file
+    assert await store.count("u1") == 5  # the file held the write
+    await store.put(batch, vectors(batch))  # the commit's retry
+    assert await store.count("u1") == 5
+    assert {i.item_id for i in await store.items("u1")} == {i.item_id for i in kept + batch}
