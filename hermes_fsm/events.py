@@ -435,6 +435,15 @@ class EventList(Sequence[Any]):
     def __len__(self) -> int:
         return len(self._data)
 
+    def pairs(self, start: int = 0) -> list[tuple[type[_Event], dict[str, Any]]]:
+        """The events from ``start`` on as ``(event class, field dict)`` pairs, no object
+        built (read the dicts, never change them)."""
+        return list(zip(self._kinds[start:], self._data[start:], strict=True))
+
+    def last_seq(self) -> int:
+        """The sequence number of the last event (0 for none), no object built."""
+        return self._data[-1]["seq"] if self._data else 0
+
     def of_kinds(self, kinds: Container[str]) -> list[Any]:
         """The events whose ``kind`` is in ``kinds``, as objects (only those are built)."""
         return [self._build(i) for i, data in enumerate(self._data) if data["kind"] in kinds]

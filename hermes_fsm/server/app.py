@@ -324,8 +324,7 @@ class _Api:
             return EventStreamResponse(self._event_stream(subscription, last, head),
                                        headers=_SSE_HEADERS, on_disconnect=subscription.close)
         live = [] if running is None else [
-            event_json(kind, data) for kind, data in
-            zip(running.events._kinds, running.events._data, strict=True) if data["seq"] > last]
+            event_json(kind, data) for kind, data in running.events.pairs() if data["seq"] > last]
         body = b'{"session_id":%s,"running":%s,"events":[%s]}' % (
             json.dumps(session_id).encode(), b"true" if running is not None else b"false",
             b",".join([*(e.__pydantic_serializer__.to_json(e) for e in logged), *live]))

@@ -71,9 +71,8 @@ class Subscription:
         """The same as :meth:`ready`, as ``(event class, field dict)`` pairs (no objects
         built; see :func:`hermes_fsm.sinks.event_json` for their JSON)."""
         events = self.running.events
-        start = self._cursor
-        self._cursor = len(events)
-        return list(zip(events._kinds[start:], events._data[start:], strict=True))
+        start, self._cursor = self._cursor, len(events)
+        return events.pairs(start)
 
     async def wait(self, timeout_s: float | None = None) -> None:
         """Return once an event is unread, the turn is over, or the subscription closed.
@@ -140,8 +139,8 @@ class RunningTurn:
         """A :class:`Subscription` to this turn's events with ``seq > after`` (those so far
         first)."""
         start = 0
-        data = self.events._data
-        while start < len(data) and data[start]["seq"] <= after:
+        pairs = self.events.pairs()
+        while start < len(pairs) and pairs[start][1]["seq"] <= after:
             start += 1
         subscription = Subscription(self, start)
         if not self.finished:
@@ -161,9 +160,7 @@ class RunningTurn:
 
     def publish_data(self, kind: type[Any], data: dict[str, Any]) -> None:
         """:meth:`publish` for an event given as its class and field dict."""
-        events = self.events
-        events._kinds.append(kind)
-        events._data.append(data)
+        self.events.add(kind, data)
         for subscription in self._subscribers:
             waiter = subscription._waiter  # subscription.wake(), inline: once per event
             if waiter is not None and not waiter.done():
@@ -206,7 +203,7 @@ class TurnHub:
         if (running is None or running.hub is not self or running.finished
                 or running.session_id != data["session_id"]):
             return
-        if not running.events._data:
+        if not running.events:
             self.running[running.session_id] = running
         running.publish_data(kind, data)
 

@@ -16,7 +16,7 @@ from pydantic_core import to_json
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ..events import Event
+from ..events import Event, EventList
 from ..sinks import event_json
 from ..turn import TurnResult
 
@@ -92,8 +92,7 @@ def validation_response(exc: ValidationError, where: str) -> Response:
 def result_json(result: TurnResult) -> dict[str, Any]:
     """A :class:`TurnResult` as :class:`TurnResponse` data."""
     events = result.events
-    data = getattr(events, "_data", None)  # an EventList: read the seq, build no event
-    last_seq = (data[-1]["seq"] if data else 0) if data is not None else (
+    last_seq = events.last_seq() if isinstance(events, EventList) else (  # no object built
         events[-1].seq if len(events) else 0)
     return {"session_id": result.session_id, "turn_id": result.turn_id,
             "status": result.status, "answer": result.answer, "path": list(result.path),

@@ -305,7 +305,7 @@ async def test_a_batch_with_a_point_id_qdrant_refuses_is_refused_whole(store):
     await store.put(kept, vectors(kept))
     batch = items("u1", 3, start=2)
     batch[1] = with_fields(batch[1], item_id="not-a-uuid")
-    with pytest.raises(MemoryStoreError, match="write refused .*nothing of it was stored"):
+    with pytest.raises(MemoryStoreError, match=r"write refused .*nothing of it was stored"):
         await store.put(batch, vectors(batch))
     assert await store.count("u1") == 2
     await store.close()  # and on disk: reopened, the same
