@@ -252,12 +252,11 @@ class Replayer:
             # the loop's run_until_complete, not runner.run: that swaps the SIGINT handler
             # twice per call, which costs more than a small recording's turns
             run = runner.get_loop().run_until_complete
-            for path in paths:
-                try:
-                    recording = load_recording(path, lazy=True)
-                    yield run(self.arerun(recording, raise_on_failure=False))
-                except HermesError as exc:
-                    yield ReplayResult(str(path), "rerun", 0, 0, error=str(exc))
+
+            def rerun(recording: Recording, raise_on_failure: bool) -> ReplayResult:
+                return run(self.arerun(recording, raise_on_failure))
+
+            yield from self._each(paths, rerun)
 
     @staticmethod
     def _each(paths: Iterable[str | Path], run: Any) -> Iterator[ReplayResult]:
