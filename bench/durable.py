@@ -110,7 +110,7 @@ async def hermes(url: str, sessions: int, turns_each: int, redis: bool) -> Figur
     store = PostgresStore(url, schema=f"bench_hermes_{uuid.uuid4().hex[:8]}", pool_size=POOL)
     lease: Any = None
     if redis:
-        from hermes_fsm.lease import RedisLease
+        from hermes_fsm.store.lease import RedisLease
 
         lease = RedisLease(REDIS_URL, prefix=f"bench:{uuid.uuid4().hex}:")
     orchestrator = Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry(),

@@ -263,7 +263,7 @@ def _hermes_orchestrator():
     from pydantic import create_model
 
     from hermes_fsm import Contract, ContractRegistry, Orchestrator, ToolRegistry
-    from hermes_fsm.graph import parse_graph
+    from hermes_fsm.graph.loader import parse_graph
     from hermes_fsm.testing import ScriptedBrain
 
     registry = ContractRegistry()

@@ -40,13 +40,13 @@ import uuid
 import warnings
 from datetime import UTC, datetime, timedelta
 
+from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.memory import HashingEmbedder, InProcessMemory, MemoryItem, TieredMemory
 from hermes_fsm.memory.experience import Experience
 from hermes_fsm.memory.items import item_text
 from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.working import InProcessWorkingMemory
-from hermes_fsm.state_contracts import MemoryUpdate
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 WORDS = ("east west north south warehouse stock order email phone coffee tea city berlin "

@@ -14,7 +14,7 @@ replay it, drop it):
   against today's contracts;
 - rerun: driving today's graph with the recorded outputs, offline, and comparing events,
   through ``Replayer.rerun_all`` as ``hermes-fsm replay rerun`` does (one event loop, the
-  garbage collector tuned for the batch, no contexts built: see ``hermes_fsm.replay``).
+  garbage collector tuned for the batch, no contexts built: see ``hermes_fsm.replay.replayer``).
   Its time is split into the engine (``run_turn``: today's graph and handlers, with the
   replay brain, tools and memory) and the replay side (reading, indexing, comparing).
 
@@ -50,8 +50,8 @@ if str(_ROOT) not in sys.path:
     sys.path.insert(1, str(_ROOT))
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.recording import load_recording, recording_text
-from hermes_fsm.replay import Replayer
+from hermes_fsm.events.recording import load_recording, recording_text
+from hermes_fsm.replay.replayer import Replayer
 
 QUESTIONS = [
     "How many A1001 are left in the east warehouse?",

@@ -31,10 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hermes_fsm.config import MCPServerConfig
-from hermes_fsm.executor import ToolExecutor
-from hermes_fsm.mcp_connection import MCPConnection
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.config.settings import MCPServerConfig
+from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.connection import MCPConnection
+from hermes_fsm.tools.registry import ToolRegistry
 
 SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo_calendar.py")
 ARGS = {"query": "A1001", "warehouse": "east"}
@@ -53,7 +53,7 @@ class TurnEvents:
     """What a turn's emit does: fill the event's fields and keep them (no sinks)."""
 
     def __init__(self) -> None:
-        from hermes_fsm.events import EventList, event_data
+        from hermes_fsm.events.model import EventList, event_data
 
         self.events = EventList()
         self._data = event_data

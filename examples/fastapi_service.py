@@ -25,8 +25,8 @@ import yaml
 from fastapi import FastAPI, HTTPException
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.demo_tools import build_demo_registry
-from hermes_fsm.rules_brain import RuleBook, RulesBrain
+from hermes_fsm.brain.rules import RuleBook, RulesBrain
+from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.server import create_app
 
 ORDERS: dict[str, dict[str, Any]] = {

@@ -7,11 +7,14 @@ event.
 
 from __future__ import annotations
 
-from .brain import Brain, BrainReply, BrainRequest, ToolDescription
-from .context import ContextBuilder, ContextConfig
-from .contracts import Contract, ContractRegistry
-from .engine import Orchestrator
-from .errors import (
+from hermes_fsm._internal.version import VERSION
+from hermes_fsm.brain.protocol import Brain, BrainReply, BrainRequest, ToolDescription
+from hermes_fsm.contracts.base import Contract, ContractRegistry
+from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.turn import TurnContext, TurnResult
+from hermes_fsm.errors import (
     BrainError,
     ConfigError,
     ContextOverflow,
@@ -31,15 +34,14 @@ from .errors import (
     ToolError,
     UsageError,
 )
-from .events import EVENT_ADAPTER, Event
-from .graph import Graph, load_graph, parse_graph
-from .session import Session
-from .sinks import EventSink, ListSink, StructlogSink
-from .sources import FixedClock, SequentialIds, SystemClock, UuidIds
-from .tools import Tool, ToolRegistry
-from .turn import TurnContext, TurnResult
+from hermes_fsm.events.model import EVENT_ADAPTER, Event
+from hermes_fsm.events.sinks import EventSink, ListSink, StructlogSink
+from hermes_fsm.graph.loader import load_graph, parse_graph
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.sources import FixedClock, SequentialIds, SystemClock, UuidIds
+from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__version__ = "0.1.0"
+__version__ = VERSION
 
 __all__ = [
     "EVENT_ADAPTER",

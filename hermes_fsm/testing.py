@@ -1,6 +1,6 @@
 """Test helpers for users of hermes-fsm (and for our own tests).
 
-- :class:`ScriptedBrain`: a real :class:`~hermes_fsm.brain.Brain` that returns given
+- :class:`ScriptedBrain`: a real :class:`~hermes_fsm.brain.protocol.Brain` that returns given
   outputs per state or contract, in order — including invalid ones, exceptions, and
   hangs — and records every request so a test can check what was fed back.
 - :func:`capture_events`: collect the events of an orchestrator within a ``with`` block.
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from .brain import BrainRequest
-from .errors import BrainError
-from .events import Event
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.errors import BrainError
+from hermes_fsm.events.model import Event
 
 __all__ = ["HANG", "ScriptedBrain", "capture_events"]
 

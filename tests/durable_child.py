@@ -23,10 +23,10 @@ from typing import Any
 import psycopg
 
 from hermes_fsm import Orchestrator, SessionBusy
-from hermes_fsm.lease import RedisLease
+from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import PLAN_EMPTY, happy_script
 
 PLAN = {"tool_calls": [

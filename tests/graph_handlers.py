@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hermes_fsm.contracts import Contract
+from hermes_fsm.contracts.base import Contract
 
 
 class Clarification(Contract):

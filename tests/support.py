@@ -6,7 +6,8 @@ from typing import Any
 
 import yaml
 
-from hermes_fsm.graph import Graph, default_graph_path, parse_graph
+from hermes_fsm.graph.loader import default_graph_path, parse_graph
+from hermes_fsm.graph.model import Graph
 
 INTENT_TOOLS = {"intent_type": "inventory_query",
                 "parameters": {"sku": "A1001", "warehouse": "east"},

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from hermes_fsm import FixedClock, Orchestrator, UsageError
-from hermes_fsm.archive import archive_session
-from hermes_fsm.brain import SummaryRequest
-from hermes_fsm.cli import main
+from hermes_fsm.brain.protocol import SummaryRequest
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.cli.main import main
+from hermes_fsm.engine.archive import archive_session
 from hermes_fsm.errors import MemoryStoreError, SessionArchived, StoreError
 from hermes_fsm.memory import InProcessMemory
-from hermes_fsm.rules_brain import RulesBrain
 from hermes_fsm.store import InMemoryStore
 from hermes_fsm.testing import HANG, ScriptedBrain
 from tests.store.conftest import dispose_store, make_store

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fsm.cli import main
-from hermes_fsm.contract_check import default_contract_dir
-from hermes_fsm.diagram import to_dot, to_mermaid
-from hermes_fsm.events import EVENT_ADAPTER
-from hermes_fsm.graph import default_graph_path, load_graph
+from hermes_fsm.cli.main import main
+from hermes_fsm.contracts.check import default_contract_dir
+from hermes_fsm.events.model import EVENT_ADAPTER
+from hermes_fsm.graph.loader import default_graph_path, load_graph
+from hermes_fsm.viz.diagram import to_dot, to_mermaid
 
 REPO = Path(__file__).resolve().parent.parent
 BAD_GRAPHS = Path(__file__).parent / "graphs" / "bad"
@@ -60,12 +60,12 @@ def cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, 
 
 
 def command() -> list[str]:
-    """The installed ``hermes-fsm`` script, else ``python -m hermes_fsm.cli``."""
+    """The installed ``hermes-fsm`` script, else ``python -m hermes_fsm.cli.main``."""
     found = shutil.which("hermes-fsm")
     if found is None:
         beside = Path(sys.executable).with_name("hermes-fsm")
         found = str(beside) if beside.exists() else None
-    return [found] if found else [sys.executable, "-m", "hermes_fsm.cli"]
+    return [found] if found else [sys.executable, "-m", "hermes_fsm.cli.main"]
 
 
 def process(args: list[str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:

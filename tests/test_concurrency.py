@@ -7,9 +7,9 @@ import random
 from typing import Any
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.brain import BrainRequest
-from hermes_fsm.demo_tools import inventory_data
-from hermes_fsm.rules_brain import RulesBrain
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.demo.tools import inventory_data
 
 
 class InterleavingBrain:

@@ -11,19 +11,19 @@ from typing import Any
 import pytest
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.brain import BrainRequest, SummaryRequest, ToolDescription
-from hermes_fsm.brain_prompt import chat_messages, history_block, memory_block, tools_block
-from hermes_fsm.config import load_config
-from hermes_fsm.context import ContextBuilder, ContextConfig
+from hermes_fsm.brain.prompt import chat_messages, history_block, memory_block, tools_block
+from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.brain.tokens import CalibratedCounter, HeuristicCounter
+from hermes_fsm.config.settings import load_config
+from hermes_fsm.contracts.states import Intent
+from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.errors import ConfigError, ContextOverflow
-from hermes_fsm.events import EVENT_ADAPTER
+from hermes_fsm.events.model import EVENT_ADAPTER
+from hermes_fsm.events.recording import parse_recording, recording_text
 from hermes_fsm.memory import MemoryItem, format_recall
-from hermes_fsm.recording import parse_recording, recording_text
-from hermes_fsm.replay import Replayer
-from hermes_fsm.rules_brain import RulesBrain
-from hermes_fsm.state_contracts import Intent
+from hermes_fsm.replay.replayer import Replayer
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.tokens import CalibratedCounter, HeuristicCounter
 from tests.support import happy_script
 
 COUNT = HeuristicCounter()
@@ -93,7 +93,7 @@ def test_a_cap_wins_over_its_share_and_a_model_has_its_own_window() -> None:
 
 
 def test_the_brains_answer_limit_is_the_reserve_unless_one_is_set() -> None:
-    from hermes_fsm.openai_brain import OpenAIBrain
+    from hermes_fsm.brain.openai import OpenAIBrain
 
     brain = OpenAIBrain("http://127.0.0.1:9/v1", "small", max_tokens=300)
     windows = {"models": {"small": 2_048}}
@@ -358,7 +358,7 @@ async def test_every_brain_request_is_preceded_by_its_context_built_event(
 
 async def test_the_parts_are_what_the_prompt_sent_to_the_brain_costs(
         make_orchestrator: Any) -> None:
-    from hermes_fsm.brain_prompt import input_block, summary_block
+    from hermes_fsm.brain.prompt import input_block, summary_block
 
     brain = RecordingRules()
     orchestrator = make_orchestrator(brain=brain, history_window=6, context=ContextConfig(
@@ -390,7 +390,7 @@ async def test_retries_build_the_context_again_per_attempt(make_orchestrator: An
 
 async def test_the_console_shows_a_context_line_only_when_something_was_cut(
         make_orchestrator: Any) -> None:
-    from hermes_fsm.console import format_event
+    from hermes_fsm.cli.console import format_event
 
     quiet = await make_orchestrator().run_turn("s1", QUESTION)
     assert all(format_event(e) is None for e in built_events(quiet.events))
@@ -529,7 +529,7 @@ async def test_a_brain_summary_over_its_budget_is_cut_to_it(make_orchestrator: A
 
 async def test_the_openai_brain_summarizes_with_the_model_and_falls_back_when_it_fails(
         make_orchestrator: Any) -> None:
-    from hermes_fsm.openai_brain import OpenAIBrain
+    from hermes_fsm.brain.openai import OpenAIBrain
     from tests.fake_chat_server import FakeChatServer, Reply
     from tests.http_support import served
 
@@ -640,7 +640,7 @@ def test_chat_says_a_message_is_too_long_and_goes_on(
     import io
     import sys
 
-    from hermes_fsm.cli import main
+    from hermes_fsm.cli.main import main
 
     monkeypatch.delenv("HERMES_CONFIG", raising=False)
     config = tmp_path / "hermes.yaml"
@@ -659,7 +659,7 @@ def test_long_ascii_texts_count_like_the_regex() -> None:
     """Long ASCII texts are counted by run lengths: the same counts as the regex."""
     import random
 
-    from hermes_fsm.tokens import _ASCII_TOKENS, _count_runs
+    from hermes_fsm.brain.tokens import _ASCII_TOKENS, _count_runs
 
     rng = random.Random(7)
     pools = [[chr(i) for i in range(128)], list("ab1 .{"), list("aaaa1111....  "),

@@ -18,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fsm.diagram import to_dot, to_mermaid
-from hermes_fsm.graph import Graph, default_graph_path, load_graph, parse_graph
+from hermes_fsm.graph.loader import default_graph_path, load_graph, parse_graph
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.viz.diagram import to_dot, to_mermaid
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SUPPORT_GRAPH = Path(__file__).parent / "graphs" / "good" / "support_turn.yaml"

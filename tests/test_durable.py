@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from hermes_fsm import Orchestrator, SessionBusy, StaleWriter, UsageError
-from hermes_fsm.lease import LocalLease
 from hermes_fsm.store import InMemoryStore, SQLiteStore
+from hermes_fsm.store.lease import LocalLease
 from hermes_fsm.testing import HANG, ScriptedBrain
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import INTENT_TOOLS, MEMORY_NONE, PLAN_EMPTY, graph_with, happy_script
 
 SEVEN = ["IDLE", "INTENT", "PLANNING", "EXECUTION", "RESULT", "RESPONSE", "MEMORY_COMMIT", "IDLE"]

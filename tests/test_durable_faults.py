@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from hermes_fsm import Orchestrator, StoreError
-from hermes_fsm.lease import RedisLease
+from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
 from hermes_fsm.testing import ScriptedBrain
 from tests.memory.conftest import PG_URL, REDIS_URL, need

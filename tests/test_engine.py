@@ -9,7 +9,7 @@ import pytest
 
 from hermes_fsm import BrainError, RetryableError, SessionBusy, SessionError, UsageError
 from hermes_fsm.testing import HANG, ScriptedBrain, capture_events
-from hermes_fsm.tools import Tool, ToolRegistry
+from hermes_fsm.tools.registry import Tool, ToolRegistry
 from tests.support import (
     INTENT_CHAT,
     INTENT_TOOLS,
@@ -239,7 +239,7 @@ def flaky_registry() -> ToolRegistry:
         await asyncio.sleep(1)
         return {}
 
-    from hermes_fsm.tools import model_from_signature, schema_of
+    from hermes_fsm.tools.registry import model_from_signature, schema_of
 
     model = model_from_signature(flaky)
     return ToolRegistry([Tool("flaky", "times out", flaky, schema_of(model), timeout_s=0.01,
@@ -381,7 +381,7 @@ async def test_structlog_sink_logs_each_event_with_its_fields(make_orchestrator)
 
 
 async def test_every_event_a_turn_emits_validates_against_its_model(make_orchestrator):
-    from hermes_fsm.events import EVENT_ADAPTER
+    from hermes_fsm.events.model import EVENT_ADAPTER
 
     commit = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
                                   "value": "email", "evidence": "user_message"}]}

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from hermes_fsm import ToolCallFailed
-from hermes_fsm.breaker import WindowBreaker
-from hermes_fsm.events import EVENT_ADAPTER, ToolCallFinished, ToolCallRetried
-from hermes_fsm.executor import ToolExecutor
-from hermes_fsm.graph import RetryPolicy
-from hermes_fsm.permissions import Caller, Permissions
+from hermes_fsm.contracts.retry import RetryPolicy
+from hermes_fsm.events.model import EVENT_ADAPTER, ToolCallFinished, ToolCallRetried
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.tools.breaker import WindowBreaker
+from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.permissions import Caller, Permissions
+from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import happy_script
 
 BOUND = 10.0  # seconds a broken executor may take before the test fails instead of hanging
@@ -229,7 +229,7 @@ async def test_an_output_breaking_its_contract_passes_under_policy_log_only() ->
 
 
 async def test_an_output_breaking_its_contract_is_replaced_by_its_fallback_tool() -> None:
-    from hermes_fsm.tool_contracts import Fallback
+    from hermes_fsm.contracts.tools import Fallback
 
     events = Events()
     executor = ToolExecutor(output_registry(Fallback(fallback="count_again")))
@@ -417,7 +417,7 @@ SCHEMA_CASES = [
 def test_the_compiled_argument_check_agrees_with_draft_2020_12(schema, cases) -> None:
     import jsonschema
 
-    from hermes_fsm.tools import Tool
+    from hermes_fsm.tools.registry import Tool
 
     tool = Tool("t", "a tool", lambda **_: None, schema)
     reference = jsonschema.Draft202012Validator(schema)

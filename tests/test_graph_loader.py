@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
+from hermes_fsm.contracts.states import Intent, Response
 from hermes_fsm.errors import GraphError, HermesError
-from hermes_fsm.graph import Graph, default_graph_path, load_graph, parse_graph
-from hermes_fsm.handlers import ask_brain
-from hermes_fsm.machine import GraphMachine
-from hermes_fsm.state_contracts import Intent, Response
+from hermes_fsm.graph.loader import default_graph_path, load_graph, parse_graph
+from hermes_fsm.graph.machine import GraphMachine
+from hermes_fsm.graph.model import Graph
 from tests import graph_handlers
 
 GRAPHS = Path(__file__).parent / "graphs"
@@ -200,7 +200,8 @@ def test_bundled_graph_retry_policy_is_read_from_the_file(bundled: Graph) -> Non
 
 
 def test_bundled_graph_contract_states_without_handler_ask_the_brain(bundled: Graph) -> None:
-    assert bundled.states["INTENT"].handler is ask_brain
+    assert bundled.states["INTENT"].handler is None  # a contract alone: the engine asks the brain
+    assert bundled.states["INTENT"].working and not bundled.states["IDLE"].working
     assert bundled.states["IDLE"].handler is None
 
 

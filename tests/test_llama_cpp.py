@@ -23,7 +23,7 @@ import httpx
 import pytest
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.openai_brain import OpenAIBrain
+from hermes_fsm.brain.openai import OpenAIBrain
 from tests.support import graph_with
 
 QUESTIONS = [

@@ -24,17 +24,17 @@ import pytest
 import yaml
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.cli import main
-from hermes_fsm.config import HermesConfig, MCPServerConfig
-from hermes_fsm.events import ToolCallFinished, ToolCallProgress
-from hermes_fsm.executor import ToolExecutor
-from hermes_fsm.graph import RetryPolicy
-from hermes_fsm.mcp_connection import MCPConnection
-from hermes_fsm.tool_contracts import Fallback, default_tool_contract_dir, load_tool_contract
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.cli.main import main
+from hermes_fsm.config.settings import HermesConfig, MCPServerConfig
+from hermes_fsm.contracts.retry import RetryPolicy
+from hermes_fsm.contracts.tools import Fallback, default_tool_contract_dir, load_tool_contract
+from hermes_fsm.events.model import ToolCallFinished, ToolCallProgress
+from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.connection import MCPConnection
+from hermes_fsm.tools.registry import ToolRegistry
 
 BOUND = 60.0  # a broken connection fails the test in this time instead of hanging CI
-CALENDAR_SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo_calendar.py")
+CALENDAR_SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo" / "calendar.py")
 BIN = Path(sys.executable).parent
 
 
@@ -73,7 +73,7 @@ def http_server() -> Iterator[str]:
     """The SDK demo server over streamable HTTP on a free port of 127.0.0.1."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "hermes_fsm.demo_mcp_server", "--http", "--port", str(port)],
+        [sys.executable, "-m", "hermes_fsm.demo.mcp_server", "--http", "--port", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + BOUND
     try:

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.brain import BrainRequest
-from hermes_fsm.config import BrainConfig
+from hermes_fsm.brain.openai import OpenAIBrain
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.config.settings import BrainConfig
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
-from hermes_fsm.openai_brain import OpenAIBrain
 from tests.fake_chat_server import FakeChatServer, Reply
 from tests.http_support import served
 from tests.support import INTENT_CHAT, INTENT_TOOLS, MEMORY_NONE, PLAN_EMPTY, PLAN_LOOKUP
@@ -236,7 +236,7 @@ async def test_an_out_of_bounds_value_is_refused_and_repaired(fake: Any) -> None
 
 
 def test_from_config_builds_the_openai_brain() -> None:
-    from hermes_fsm.config import HermesConfig
+    from hermes_fsm.config.settings import HermesConfig
 
     config = HermesConfig(brain=BrainConfig(kind="openai", base_url="http://127.0.0.1:1/v1",
                                             model="m"), mcp_servers={})

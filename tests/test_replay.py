@@ -11,18 +11,18 @@ import pytest
 from pydantic import Field
 
 from hermes_fsm import Contract, ContractRegistry, Orchestrator
-from hermes_fsm.cli import main
-from hermes_fsm.recording import (
+from hermes_fsm.cli.main import main
+from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent
+from hermes_fsm.events.recording import (
     RecordingError,
     RecordingSink,
     load_recording,
     parse_recording,
     recording_text,
 )
-from hermes_fsm.replay import Replayer, ReplayFailed, offline_catalog
-from hermes_fsm.state_contracts import STATE_CONTRACTS, Intent
+from hermes_fsm.replay.replayer import Replayer, ReplayFailed, offline_catalog
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import happy_script
 
 GOLDEN = Path(__file__).parent / "recordings"
@@ -222,7 +222,7 @@ def test_record_export_writes_a_session_run_by_another_process_from_the_store(tm
     import sys
 
     env = {**os.environ, "HERMES_DATA_DIR": str(tmp_path / "data")}
-    command = [sys.executable, "-m", "hermes_fsm.cli"]
+    command = [sys.executable, "-m", "hermes_fsm.cli.main"]
     for text in ("How many A1001 are left in the east warehouse?", "我喜欢用邮件联系"):
         subprocess.run([*command, "run", "--session", "exp-1", "--user", "zoe", text],
                        env=env, check=True, capture_output=True, timeout=120)
@@ -356,7 +356,7 @@ def test_a_rerun_builds_no_contexts_unless_asked_and_finds_the_same(monkeypatch)
 
 @pytest.mark.parametrize("build_contexts", [False, True])
 async def test_a_rerun_reports_a_message_over_todays_input_cap(build_contexts):
-    from hermes_fsm.context import ContextConfig
+    from hermes_fsm.engine.context import ContextConfig
 
     roomy = Orchestrator(context=ContextConfig(max_context_tokens=128_000))
     await roomy.run_turn("s1", "please read this " * 1000)
@@ -467,7 +467,7 @@ def test_blank_lines_are_found_whichever_read_comes_first(tmp_path, first):
 async def test_a_recall_counted_by_another_token_counter_reruns_clean():
     """memory_recalled's ``tokens`` depends on the recording process's counter (a tokenizer
     file, a calibrated ratio): a rerun counting differently is not a divergence."""
-    from hermes_fsm.context import ContextBuilder
+    from hermes_fsm.engine.context import ContextBuilder
 
     class BytesCounter:
         name = "bytes"

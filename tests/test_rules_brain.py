@@ -9,12 +9,10 @@ from typing import Any
 import pydantic
 import pytest
 
-from hermes_fsm.brain import Brain, BrainRequest, ToolDescription
-from hermes_fsm.contracts import Contract
-from hermes_fsm.demo_tools import build_demo_registry
-from hermes_fsm.errors import BrainError, ConfigError, ToolError
-from hermes_fsm.rules_brain import RuleBook, RulesBrain, detect_language
-from hermes_fsm.state_contracts import (
+from hermes_fsm.brain.protocol import Brain, BrainRequest, ToolDescription
+from hermes_fsm.brain.rules import RuleBook, RulesBrain, detect_language
+from hermes_fsm.contracts.base import Contract
+from hermes_fsm.contracts.states import (
     ExecutionResults,
     Fact,
     Intent,
@@ -25,7 +23,9 @@ from hermes_fsm.state_contracts import (
     ToolFailure,
     ToolSuccess,
 )
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.errors import BrainError, ConfigError, ToolError
+from hermes_fsm.tools.registry import ToolRegistry
 
 BRAIN = RulesBrain()
 ZH_STOCK = "SKU A1001 在华东仓还有多少库存?"
@@ -495,7 +495,7 @@ def test_missing_rules_file_is_a_config_error(tmp_path: Path) -> None:
 
 def registry_with_calendar() -> ToolRegistry:
     """The demo tools plus the MCP server's calendar_query, registered under its MCP name."""
-    from hermes_fsm.demo_calendar import CALENDAR_QUERY, calendar_query
+    from hermes_fsm.demo.calendar import CALENDAR_QUERY, calendar_query
 
     registry = build_demo_registry()
     registry.tool(name="demo.calendar_query", description=CALENDAR_QUERY)(calendar_query)

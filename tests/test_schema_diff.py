@@ -1,4 +1,4 @@
-"""Tests for hermes_fsm.schema_diff: breaking / widening / cosmetic schema changes."""
+"""Tests for hermes_fsm.contracts.schema_diff: breaking / widening / cosmetic schema changes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from hermes_fsm.schema_diff import (
+from hermes_fsm.contracts.schema_diff import (
     SchemaChange,
     bump_problem,
     diff_schemas,

@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from hermes_fsm import Orchestrator
-from hermes_fsm.brain import BrainRequest
-from hermes_fsm.rules_brain import RulesBrain
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.server import create_app
 from hermes_fsm.server.protocol import CoalescingTransport, http_protocol, uvicorn_options
 from tests.http_support import read_sse, served
@@ -420,7 +420,7 @@ async def test_a_hundred_concurrent_streamed_turns_on_a_hundred_sessions_stay_se
 
 
 def test_server_tokens_come_from_the_environment() -> None:
-    from hermes_fsm.config import load_config
+    from hermes_fsm.config.settings import load_config
 
     config = load_config(environ={"HERMES_SERVER_TOKENS": "t1=alice, t2=bob"})
 
@@ -428,7 +428,7 @@ def test_server_tokens_come_from_the_environment() -> None:
 
 
 def test_a_malformed_tokens_variable_is_a_config_error() -> None:
-    from hermes_fsm.config import load_config
+    from hermes_fsm.config.settings import load_config
     from hermes_fsm.errors import ConfigError
 
     with pytest.raises(ConfigError, match="HERMES_SERVER_TOKENS"):
@@ -437,7 +437,7 @@ def test_a_malformed_tokens_variable_is_a_config_error() -> None:
 
 def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFixture[str],
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    from hermes_fsm.cli import main
+    from hermes_fsm.cli.main import main
 
     monkeypatch.delenv("HERMES_SERVER_TOKENS", raising=False)
     code = main(["serve", "--host", "0.0.0.0", "--port", "0"])

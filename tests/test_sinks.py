@@ -11,7 +11,7 @@ import pytest
 import structlog
 
 from hermes_fsm import ListSink, StructlogSink
-from hermes_fsm.events import (
+from hermes_fsm.events.model import (
     BrainCall,
     ContractViolation,
     StateOutput,
@@ -20,8 +20,8 @@ from hermes_fsm.events import (
     event_data,
     make_event,
 )
+from hermes_fsm.events.sinks import DataSink, EventSink, event_from_data, event_json, sink_plan
 from hermes_fsm.server.wire import sse, sse_data
-from hermes_fsm.sinks import DataSink, EventSink, event_from_data, event_json, sink_plan
 from hermes_fsm.testing import HANG, ScriptedBrain
 from tests.support import INTENT_TOOLS, graph_with, happy_script
 
@@ -171,7 +171,7 @@ async def test_event_json_is_the_models_json_byte_for_byte(make_orchestrator: An
 
 
 def test_every_event_class_has_a_field_serializer() -> None:
-    from hermes_fsm.sinks import _serializer
+    from hermes_fsm.events.sinks import _serializer
 
     classes = _Event.__subclasses__()
     assert len(classes) >= 20

@@ -6,19 +6,19 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm.errors import ConfigError
-from hermes_fsm.summary import (
+from hermes_fsm.brain.summary import (
     compress_summary,
     extractive_summary,
     sentence_weight,
     truncate_tokens,
 )
-from hermes_fsm.tokens import (
+from hermes_fsm.brain.tokens import (
     CalibratedCounter,
     HeuristicCounter,
     TokenizerCounter,
     build_counter,
 )
+from hermes_fsm.errors import ConfigError
 
 COUNT = HeuristicCounter()
 

@@ -15,11 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fsm.diagram import edges
-from hermes_fsm.graph import Graph, default_graph_path, load_graph, parse_graph
-from hermes_fsm.layout import rank_states
-from hermes_fsm.overlay import Overlay
-from hermes_fsm.svg import to_svg
+from hermes_fsm.graph.loader import default_graph_path, load_graph, parse_graph
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.viz.diagram import edges
+from hermes_fsm.viz.layout import rank_states
+from hermes_fsm.viz.overlay import Overlay
+from hermes_fsm.viz.svg import to_svg
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SUPPORT_GRAPH = Path(__file__).parent / "graphs" / "good" / "support_turn.yaml"

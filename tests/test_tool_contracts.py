@@ -7,10 +7,8 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm.contract_check import check_tool_contracts, export_tool_contracts
-from hermes_fsm.demo_tools import build_demo_registry
-from hermes_fsm.errors import ContractCheckFailed, ContractError
-from hermes_fsm.tool_contracts import (
+from hermes_fsm.contracts.check import check_tool_contracts, export_tool_contracts
+from hermes_fsm.contracts.tools import (
     Fallback,
     ToolContract,
     default_tool_contract_dir,
@@ -18,7 +16,9 @@ from hermes_fsm.tool_contracts import (
     load_tool_contract,
     load_tool_contracts,
 )
-from hermes_fsm.tools import ToolRegistry
+from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.errors import ContractCheckFailed, ContractError
+from hermes_fsm.tools.registry import ToolRegistry
 
 GOOD = """\
 name: wipe

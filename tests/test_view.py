@@ -14,12 +14,13 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm.cli import main
-from hermes_fsm.graph import Graph, default_graph_path, load_graph
-from hermes_fsm.overlay import overlay_from_events
-from hermes_fsm.recording import Recording, parse_recording, recording_text
+from hermes_fsm.cli.main import main
+from hermes_fsm.events.recording import Recording, parse_recording, recording_text
+from hermes_fsm.graph.loader import default_graph_path, load_graph
+from hermes_fsm.graph.model import Graph
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.view import render_graph_html, render_view
+from hermes_fsm.viz.overlay import overlay_from_events
+from hermes_fsm.viz.view import render_graph_html, render_view
 from tests.support import INTENT_TOOLS, graph_with, happy_script
 
 HOSTILE = "How many <script>alert('pwned')</script> A1001 & </script><b>x</b>?"

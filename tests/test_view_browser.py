@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm.recording import Recording, parse_recording, recording_text
+from hermes_fsm.events.recording import Recording, parse_recording, recording_text
 from hermes_fsm.testing import ScriptedBrain
-from hermes_fsm.view import render_view
+from hermes_fsm.viz.view import render_view
 from tests.support import INTENT_TOOLS, graph_with, happy_script
 
 websockets = pytest.importorskip("websockets", reason="the browser test needs `websockets`")

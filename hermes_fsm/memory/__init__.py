@@ -8,14 +8,14 @@ builds what the ``memory:`` section says (:func:`build_memory`).
 
 from __future__ import annotations
 
-from .background import BackgroundCommits
-from .embedders import Embedder, HashingEmbedder
-from .experience import Experience, ExperienceLog, ToolOutcomes
-from .items import MemoryItem, WriteOutcome, item_id
-from .recall import RecallPolicy, estimate_tokens, format_recall
-from .semantic import InProcessSemanticStore, SemanticStore
-from .tiered import InProcessMemory, Memory, TieredMemory
-from .working import InProcessWorkingMemory, WorkingMemory
+from hermes_fsm.memory.background import BackgroundCommits
+from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
+from hermes_fsm.memory.experience import Experience, ExperienceLog, ToolOutcomes
+from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_id
+from hermes_fsm.memory.recall import RecallPolicy, estimate_tokens, format_recall
+from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
+from hermes_fsm.memory.tiered import InProcessMemory, Memory, TieredMemory
+from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = [
     "BackgroundCommits",
@@ -43,6 +43,6 @@ __all__ = [
 
 def build_memory(config: object = None) -> TieredMemory:
     """The tiers a :class:`~hermes_fsm.memory.settings.MemoryConfig` asks for (lazy import)."""
-    from .factory import build_memory as build
+    from hermes_fsm.config.memory import build_memory as build
 
     return build(config)  # type: ignore[arg-type]

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..errors import MemoryStoreError
+from hermes_fsm.errors import MemoryStoreError
 
 __all__ = ["BackgroundCommits"]
 

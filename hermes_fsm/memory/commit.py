@@ -16,12 +16,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from ..state_contracts import MemoryUpdate
-from .embedders import Embedder
-from .experience import Experience, ExperienceLog
-from .items import MemoryItem, Status, WriteOutcome, item_id, item_text
-from .semantic import Mark, SemanticStore
-from .working import TurnWrite, WorkingMemory
+from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.memory.embedders import Embedder
+from hermes_fsm.memory.experience import Experience, ExperienceLog
+from hermes_fsm.memory.items import MemoryItem, Status, WriteOutcome, item_id, item_text
+from hermes_fsm.memory.semantic import Mark, SemanticStore
+from hermes_fsm.memory.working import TurnWrite, WorkingMemory
 
 __all__ = ["Commit", "Plan", "plan", "write"]
 

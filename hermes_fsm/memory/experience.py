@@ -7,7 +7,7 @@ the same entry twice keeps one.
 
 The log feeds back: :class:`ToolOutcomes` is what the tool layer's circuit breaker reads
 (``failure_rates``: every tool's calls and failures over a window, across all sessions and
-processes writing to the log; see :class:`~hermes_fsm.breaker.ExperienceBreaker`) and what
+processes writing to the log; see :class:`~hermes_fsm.tools.breaker.ExperienceBreaker`) and what
 planning is shown (``similar_outcomes``).
 Backends: :mod:`.sqlite_experience` (the embedded default), :mod:`.postgres_experience`.
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from .embedders import Embedder
+from hermes_fsm.memory.embedders import Embedder
 
 __all__ = ["NOT_CALLED", "Experience", "ExperienceLog", "ToolHealth", "ToolOutcomes",
            "rank_similar"]

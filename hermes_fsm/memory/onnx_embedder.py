@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemoryStoreError
+from hermes_fsm.errors import MemoryStoreError
 
 __all__ = ["MiniLMEmbedder", "minilm_files"]
 

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Sequence
 
-from ..errors import MemoryStoreError
+from hermes_fsm.errors import MemoryStoreError
 
 __all__ = ["OpenAIEmbedder"]
 

@@ -15,10 +15,10 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..errors import MemoryStoreError
-from ..pg_pool import close_pool, drop_schema, migrate_schema, open_pool
-from .embedders import Embedder, HashingEmbedder
-from .experience import NOT_CALLED, Experience, ToolHealth, top_requests
+from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
+from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
 
 __all__ = ["PostgresExperienceLog"]
 

@@ -29,10 +29,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MemoryStoreError, VectorSizeMismatch
-from .items import MemoryItem, Status
-from .qdrant_local import DirectWriter, Prepared, one_transaction
-from .semantic import InProcessSemanticStore, Mark
+from hermes_fsm.errors import MemoryStoreError, VectorSizeMismatch
+from hermes_fsm.memory.items import MemoryItem, Status
+from hermes_fsm.memory.qdrant_local import DirectWriter, Prepared, one_transaction
+from hermes_fsm.memory.semantic import InProcessSemanticStore, Mark
 
 __all__ = ["QdrantSemanticStore"]
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from .items import MemoryItem
+from hermes_fsm.memory.items import MemoryItem
 
 __all__ = ["DEFAULT_HALF_LIFE_DAYS", "RecallPolicy", "estimate_tokens", "format_recall"]
 

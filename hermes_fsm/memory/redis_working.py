@@ -16,8 +16,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import MemoryStoreError
-from .working import DEFAULT_TTL_S, TurnWrite
+from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.memory.working import DEFAULT_TTL_S, TurnWrite
 
 __all__ = ["RedisWorkingMemory"]
 

@@ -15,8 +15,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from ..errors import VectorSizeMismatch
-from .items import MemoryItem, Status
+from hermes_fsm.errors import VectorSizeMismatch
+from hermes_fsm.memory.items import MemoryItem, Status
 
 __all__ = ["InProcessSemanticStore", "Mark", "SemanticStore"]
 

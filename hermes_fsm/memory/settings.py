@@ -1,4 +1,4 @@
-"""The ``memory:`` section of the configuration (see :mod:`hermes_fsm.config`).
+"""The ``memory:`` section of the configuration (see :mod:`hermes_fsm.config.settings`).
 
 ::
 

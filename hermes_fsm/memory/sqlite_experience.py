@@ -15,9 +15,9 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ..errors import MemoryStoreError
-from .embedders import Embedder, HashingEmbedder
-from .experience import NOT_CALLED, Experience, ToolHealth, top_requests
+from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
+from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
 
 __all__ = ["SQLiteExperienceLog"]
 

@@ -28,17 +28,17 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
-from ..state_contracts import MemoryUpdate
-from ..store.group_commit import GroupCommit
-from .background import BackgroundCommits
-from .commit import Commit, Plan, plan, write
-from .embedders import Embedder, HashingEmbedder
-from .experience import ExperienceLog
-from .items import MemoryItem, WriteOutcome
-from .recall import RecallPolicy
-from .semantic import InProcessSemanticStore, SemanticStore
-from .sqlite_experience import SQLiteExperienceLog
-from .working import InProcessWorkingMemory, WorkingMemory
+from hermes_fsm._internal.group_commit import GroupCommit
+from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.memory.background import BackgroundCommits
+from hermes_fsm.memory.commit import Commit, Plan, plan, write
+from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
+from hermes_fsm.memory.experience import ExperienceLog
+from hermes_fsm.memory.items import MemoryItem, WriteOutcome
+from hermes_fsm.memory.recall import RecallPolicy
+from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
+from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = ["InProcessMemory", "Memory", "TieredMemory"]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from .experience import Experience
+from hermes_fsm.memory.experience import Experience
 
 __all__ = ["experiences_of"]
 

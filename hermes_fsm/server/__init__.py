@@ -11,7 +11,7 @@ Starlette service with ``manage_lifecycle=False`` (see ``examples/``).
 
 from __future__ import annotations
 
-from .app import create_app
-from .hub import RunningTurn, Subscription, TurnHub, read_events
+from hermes_fsm.server.app import create_app
+from hermes_fsm.server.hub import RunningTurn, Subscription, TurnHub, read_events
 
 __all__ = ["RunningTurn", "Subscription", "TurnHub", "create_app", "read_events"]

@@ -33,12 +33,12 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
-from ..errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
-from ..sinks import event_json
-from .health import readiness
-from .hub import RunningTurn, Subscription, TurnHub, read_events
-from .openapi import openapi_document
-from .wire import (
+from hermes_fsm.errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
+from hermes_fsm.events.sinks import event_json
+from hermes_fsm.server.health import readiness
+from hermes_fsm.server.hub import RunningTurn, Subscription, TurnHub, read_events
+from hermes_fsm.server.openapi import openapi_document
+from hermes_fsm.server.wire import (
     SESSION_ID,
     EventStreamResponse,
     JSONBytes,
@@ -49,6 +49,7 @@ from .wire import (
     sse_data,
     validation_response,
 )
+from hermes_fsm.viz.render import render_graph
 
 __all__ = ["create_app"]
 
@@ -338,7 +339,7 @@ class _Api:
         refused = self._existing(session_id, user)
         if refused is not None:
             return refused
-        from ..recording import recording_text
+        from hermes_fsm.events.recording import recording_text
 
         return Response(recording_text(self.orchestrator, session_id),
                         media_type="application/x-ndjson")
@@ -354,8 +355,6 @@ class _Api:
                 + ", ".join(_GRAPH_TYPES),
                 [{"loc": ["query", "format"], "msg": f"must be one of {list(_GRAPH_TYPES)}",
                   "type": "enum"}])
-        from ..cli_view import render_graph
-
         return Response(render_graph(self.orchestrator.graph, fmt), media_type=_GRAPH_TYPES[fmt])
 
     # --- service ------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ that disconnects mid-stream neither cancels nor corrupts it. The task carries it
 :class:`RunningTurn` in a context variable; :class:`TurnHub` is an event sink (sinks are
 called synchronously by ``TurnContext.emit``) that hands each event to the running turn of
 the task that emitted it — so a stream can only ever see its own session's events, even
-with many turns in flight. It is a data sink (see :mod:`hermes_fsm.sinks`): it keeps each
+with many turns in flight. It is a data sink (see :mod:`hermes_fsm.events.sinks`): it keeps each
 event's field dict, and an event object is built only if someone reads one (a stream
 writes its frames from the dicts) — a JSON turn nobody streams builds none.
 
@@ -21,9 +21,9 @@ import contextvars
 import logging
 from typing import Any
 
-from ..errors import HermesError
-from ..events import Event, EventList
-from ..turn import TurnResult
+from hermes_fsm.engine.turn import TurnResult
+from hermes_fsm.errors import HermesError
+from hermes_fsm.events.model import Event, EventList
 
 __all__ = ["RunningTurn", "Subscription", "TurnHub", "read_events"]
 
@@ -69,7 +69,7 @@ class Subscription:
 
     def ready_data(self) -> list[tuple[type[Any], dict[str, Any]]]:
         """The same as :meth:`ready`, as ``(event class, field dict)`` pairs (no objects
-        built; see :func:`hermes_fsm.sinks.event_json` for their JSON)."""
+        built; see :func:`hermes_fsm.events.sinks.event_json` for their JSON)."""
         events = self.running.events
         start, self._cursor = self._cursor, len(events)
         return events.pairs(start)
@@ -117,7 +117,7 @@ class RunningTurn:
 
     Attributes:
         session_id: the session the turn runs on.
-        events: the events emitted so far, in order (an :class:`~hermes_fsm.events.EventList`:
+        events: the events emitted so far, in order (an :class:`~hermes_fsm.events.model.EventList`:
             each becomes an object when read).
         task: the task running the turn.
         result: the turn's result once it is over (``None`` before, or if it raised).

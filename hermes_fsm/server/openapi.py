@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic.json_schema import models_json_schema
 
-from ..events import EVENT_ADAPTER
-from .wire import ErrorResponse, TurnRequest, TurnResponse
+from hermes_fsm.events.model import EVENT_ADAPTER
+from hermes_fsm.server.wire import ErrorResponse, TurnRequest, TurnResponse
 
 __all__ = ["openapi_document"]
 

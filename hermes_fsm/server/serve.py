@@ -10,8 +10,8 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, TextIO
 
-from ..config import HermesConfig
-from ..errors import UsageError
+from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.errors import UsageError
 
 __all__ = ["serve"]
 
@@ -34,9 +34,9 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
     """
     import uvicorn
 
-    from ..engine import Orchestrator
-    from .app import create_app
-    from .protocol import uvicorn_options
+    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.server.app import create_app
+    from hermes_fsm.server.protocol import uvicorn_options
 
     host = host or config.server.host
     port = config.server.port if port is None else port

@@ -16,9 +16,9 @@ from pydantic_core import to_json
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
-from ..events import Event, EventList
-from ..sinks import event_json
-from ..turn import TurnResult
+from hermes_fsm.engine.turn import TurnResult
+from hermes_fsm.events.model import Event, EventList
+from hermes_fsm.events.sinks import event_json
 
 __all__ = ["SESSION_ID", "EventStreamResponse", "JSONBytes", "TurnRequest", "error_response",
            "result_json", "sse", "sse_data", "validation_response"]

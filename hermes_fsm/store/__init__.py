@@ -9,9 +9,16 @@ All implement :class:`SessionStore`; one conformance suite runs against all thre
 
 from __future__ import annotations
 
-from .memory import InMemoryStore
-from .protocol import Append, Checkpoint, Effect, Message, SessionRecord, SessionStore
-from .sqlite import SQLiteStore
+from hermes_fsm.store.memory import InMemoryStore
+from hermes_fsm.store.protocol import (
+    Append,
+    Checkpoint,
+    Effect,
+    Message,
+    SessionRecord,
+    SessionStore,
+)
+from hermes_fsm.store.sqlite import SQLiteStore
 
 __all__ = ["Append", "Checkpoint", "Effect", "InMemoryStore", "Message", "PostgresStore",
            "SQLiteStore", "SessionRecord", "SessionStore"]
@@ -19,7 +26,7 @@ __all__ = ["Append", "Checkpoint", "Effect", "InMemoryStore", "Message", "Postgr
 
 def __getattr__(name: str) -> object:
     if name == "PostgresStore":  # psycopg is an extra: imported only when asked for
-        from .postgres import PostgresStore
+        from hermes_fsm.store.postgres import PostgresStore
 
         return PostgresStore
     raise AttributeError(name)

@@ -30,10 +30,10 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..errors import SessionError, StaleWriter, StoreError, UsageError
-from ..pg_pool import close_pool, drop_schema, migrate_schema, open_pool
-from .group_commit import GroupCommit
-from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
+from hermes_fsm._internal.group_commit import GroupCommit
+from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
+from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
 __all__ = ["PostgresStore"]
 

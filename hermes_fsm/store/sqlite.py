@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
-from ..errors import SessionError, StaleWriter, StoreError
-from .protocol import Append, Checkpoint, Effect, Message, SessionRecord
+from hermes_fsm.errors import SessionError, StaleWriter, StoreError
+from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
 __all__ = ["SQLiteStore"]
 

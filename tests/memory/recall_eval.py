@@ -7,8 +7,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.memory import InProcessMemory, RecallPolicy
-from hermes_fsm.state_contracts import MemoryUpdate
 
 DATA = Path(__file__).parent.parent / "data" / "memory_recall.jsonl"
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import pytest
 
+from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory import BackgroundCommits, HashingEmbedder, InProcessMemory
 from hermes_fsm.memory.experience import Experience
-from hermes_fsm.state_contracts import MemoryUpdate
 from hermes_fsm.testing import ScriptedBrain
 from tests.memory.conftest import PG_URL, REDIS_URL, need
 from tests.support import INTENT_CHAT, happy_script
@@ -221,7 +221,7 @@ async def recall_turn(make_orchestrator, **options):
 
 
 async def test_recall_at_intent_is_reported_with_items_scores_and_tokens(make_orchestrator):
-    from hermes_fsm.events import EVENT_ADAPTER
+    from hermes_fsm.events.model import EVENT_ADAPTER
 
     recalled, brain, _ = await recall_turn(make_orchestrator)
     assert recalled.state == "INTENT"
@@ -242,7 +242,7 @@ class BytesCounter:
 
 async def test_recalled_tokens_are_counted_by_the_context_builders_counter(make_orchestrator):
     """memory_recalled and context_built count the block with the same counter."""
-    from hermes_fsm.context import ContextBuilder
+    from hermes_fsm.engine.context import ContextBuilder
 
     recalled, brain, result = await recall_turn(
         make_orchestrator, context=ContextBuilder(counter=BytesCounter()))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from hermes_fsm.cli import main
+from hermes_fsm.cli.main import main
 
 
 def cli(*argv: str) -> tuple[int, str]:

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory import RecallPolicy, item_id
 from hermes_fsm.memory.experience import Experience
-from hermes_fsm.state_contracts import MemoryUpdate
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 

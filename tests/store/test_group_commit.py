@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from hermes_fsm.store.group_commit import GroupCommit
+from hermes_fsm._internal.group_commit import GroupCommit
 
 
 class Recorder:

@@ -1,0 +1,167 @@
+"""Chat messages for a model-backed brain: one state's request as a system + user prompt.
+
+The system message names the state, hands over the contract's JSON Schema and asks for
+exactly one JSON object, then the recalled memory; the user message carries the rolling
+summary and the recent history, what earlier states of the turn produced, the tools (for
+a contract that plans tool calls) and the user's words. On a retry the refusal (the
+validation errors) is appended, so the model can repair its output. Each part is
+rendered by its own function, so the context builder (:mod:`hermes_fsm.engine.context`)
+measures exactly what is sent.
+
+>>> from hermes_fsm.brain.protocol import BrainRequest
+>>> request = BrainRequest(state="INTENT", contract_name="intent",
+...                        schema={"type": "object"}, text="hi", user_id="u",
+...                        repair="- confidence: must be <= 1")
+>>> [m["role"] for m in chat_messages(request)]
+['system', 'user', 'user']
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
+
+__all__ = ["answer_field", "chat_messages", "history_block", "input_block", "memory_block",
+           "outputs_block", "plans_tools", "repair_message", "strip_fences", "summary_block",
+           "summary_messages", "system_prompt", "tools_block"]
+
+_FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
+
+
+def system_prompt(request: BrainRequest) -> str:
+    """The system message's instructions and the contract's JSON Schema (memory excluded).
+
+    The same text for every request of a state: cached by (state, contract, schema).
+    """
+    key = (request.state, request.contract_name, id(request.schema))
+    cached = _SYSTEM.get(key)
+    if cached is not None and cached[0] is request.schema:
+        return cached[1]
+    schema = json.dumps(request.schema, ensure_ascii=False, separators=(",", ":"))
+    text = (
+        f"You are the {request.state} step of an agent that answers a user. "
+        f"Reply with exactly one JSON object that satisfies this JSON Schema "
+        f"(contract '{request.contract_name}'), and nothing else:\n{schema}"
+    )
+    if len(_SYSTEM) >= 256:
+        _SYSTEM.clear()
+    _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
+    return text
+
+
+_SYSTEM: dict[tuple[str, str, int], tuple[Any, str]] = {}
+
+
+def memory_block(memory: str) -> str:
+    """Recalled memory as the system message's tail ("" for none)."""
+    return f"\n\nBackground about the user:\n{memory}" if memory else ""
+
+
+def summary_block(summary: str) -> str:
+    """The rolling summary of the older conversation ("" for none)."""
+    return f"Summary of the earlier conversation:\n{summary}" if summary else ""
+
+
+def history_block(history: Sequence[Mapping[str, str]]) -> str:
+    """The recent messages, one line each ("" for none)."""
+    if not history:
+        return ""
+    return "Conversation so far:\n" + "\n".join(
+        f"{m.get('role', '?')}: {m.get('content', '')}" for m in history)
+
+
+def outputs_block(outputs: Mapping[str, Any]) -> str:
+    """What earlier states of the turn produced ("" for nothing yet)."""
+    if not outputs:
+        return ""
+    done = {name: output.model_dump(mode="json") for name, output in outputs.items()}
+    return f"{OUTPUTS_HEADER}\n" + json.dumps(done, ensure_ascii=False, separators=(",", ":"))
+
+
+OUTPUTS_HEADER = "Results of earlier steps of this turn:"
+
+
+def plans_tools(request: BrainRequest) -> bool:
+    """Whether the request's contract plans tool calls (only then are tools in the prompt)."""
+    return bool(request.tools) and "tool_calls" in request.schema.get("properties", {})
+
+
+def tools_block(tools: Sequence[ToolDescription]) -> str:
+    """The tools a planning step may call, with their argument schemas ("" for none)."""
+    if not tools:
+        return ""
+    described = [{"name": t.name, "description": t.description,
+                  "input_schema": t.input_schema} for t in tools]
+    return ("Tools you may call (use these names and argument schemas exactly):\n"
+            + json.dumps(described, ensure_ascii=False, separators=(",", ":")))
+
+
+def input_block(text: str) -> str:
+    """The user's message of this turn."""
+    return f"User message:\n{text}"
+
+
+def repair_message(request: BrainRequest) -> str:
+    """On a retry, why the previous output was refused ("" on a first attempt)."""
+    if not request.repair:
+        return ""
+    return (f"Attempt {request.attempt}. {request.repair}\n"
+            "Reply again with one corrected JSON object only.")
+
+
+def chat_messages(request: BrainRequest, history_limit: int | None = None
+                  ) -> list[dict[str, str]]:
+    """The messages asking a chat model for ``request``'s output.
+
+    ``request.history`` and ``request.summary`` are used as given (the context builder
+    has fitted them to their budget); ``history_limit`` keeps only the last messages.
+    """
+    system = system_prompt(request) + memory_block(request.memory)
+    history = list(request.history)
+    if history_limit is not None:
+        history = history[-history_limit:] if history_limit > 0 else []
+    parts = [summary_block(request.summary), history_block(history),
+             outputs_block(request.outputs)]
+    if plans_tools(request):
+        parts.append(tools_block(request.tools))
+    parts.append(input_block(request.text))
+    messages = [{"role": "system", "content": system},
+                {"role": "user", "content": "\n\n".join(p for p in parts if p)}]
+    if request.repair:
+        messages.append({"role": "user", "content": repair_message(request)})
+    return messages
+
+
+SUMMARY_INSTRUCTIONS = (
+    "You keep the rolling summary of a conversation between a user and an assistant. "
+    "Rewrite the summary so far to include the new messages. Keep every stated time and "
+    "date, every task or request that is still open, and every constraint or preference "
+    "(must, must not, before, by, only, at least), with exact numbers, names and times. "
+    "Drop greetings and small talk. Write short plain-text lines, oldest first, in the "
+    "language of the conversation, at most {max_tokens} tokens. Reply with the summary only."
+)
+
+
+def summary_messages(request: SummaryRequest) -> list[dict[str, str]]:
+    """The messages asking a chat model to fold ``request.messages`` into the summary."""
+    lines = "\n".join(f"{m.get('role', '?')}: {m.get('content', '')}" for m in request.messages)
+    return [{"role": "system",
+             "content": SUMMARY_INSTRUCTIONS.format(max_tokens=request.max_tokens)},
+            {"role": "user", "content": f"Summary so far:\n{request.previous or '(none)'}"
+                                        f"\n\nNew messages:\n{lines or '(none)'}"}]
+
+
+def strip_fences(content: str) -> str:
+    """A model's reply without a Markdown code fence around it (models often add one)."""
+    match = _FENCE.match(content)
+    return match.group(1) if match else content
+
+
+def answer_field(schema: Any, name: str = "text") -> bool:
+    """Whether a contract schema has a top-level string field ``name`` (streamed as tokens)."""
+    field = schema.get("properties", {}).get(name) if isinstance(schema, dict) else None
+    return isinstance(field, dict) and field.get("type") == "string"

@@ -1,0 +1,340 @@
+"""The ``hermes-fsm`` command line.
+
+::
+
+    hermes-fsm run "How many A1001 are left in the east warehouse?"   # one turn, events live
+    hermes-fsm chat                                                   # a conversation
+    hermes-fsm graph --format mermaid                                 # or dot, svg, html
+    hermes-fsm run --record out/ "..."                                # and write a recording
+    hermes-fsm view out/<session>.jsonl --out page.html               # the recording over the graph
+    hermes-fsm contracts export | check                               # state and tool contracts
+    hermes-fsm mcp list [--json]                                      # MCP servers and health
+    hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
+    hermes-fsm sessions archive --idle 30m                            # idle sessions → memory
+
+Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
+embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from hermes_fsm.cli.view import (
+    GRAPH_FORMATS,
+    add_record_option,
+    add_view_parser,
+    attach_recording,
+    render_graph,
+    run_view,
+)
+from hermes_fsm.config.settings import HermesConfig, load_config
+from hermes_fsm.errors import ContextOverflow, HermesError
+
+__all__ = ["main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # usage errors: a clear line, exit 2, no traceback
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {message}\n(run '{self.prog} --help' for usage)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    config_help = "config file (default: $HERMES_CONFIG, else embedded defaults)"
+    # --config works before or after the command; the command's copy must not reset it
+    common = _Parser(add_help=False)
+    common.add_argument("--config", metavar="PATH", default=argparse.SUPPRESS, help=config_help)
+    p = _Parser(prog="hermes-fsm", description="An explicit FSM orchestrator for LLM agents.")
+    p.add_argument("--config", metavar="PATH", default=None, help=config_help)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           parser_class=_Parser)
+
+    run = sub.add_parser("run", parents=[common], help="run one turn and print its events live")
+    run.add_argument("text", help="the user's message")
+    _turn_options(run)
+    run.add_argument("--json", action="store_true",
+                     help="print events as JSON lines (and the result as the last line)")
+
+    chat = sub.add_parser("chat", parents=[common], help="an interactive conversation")
+    _turn_options(chat)
+    chat.add_argument("--quiet", action="store_true", help="print only the answers")
+
+    graph = sub.add_parser("graph", parents=[common], help="print the state graph")
+    graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid")
+    graph.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+
+    contracts = sub.add_parser("contracts", parents=[common],
+                               help="state contract schemas and tool contracts")
+    contracts.add_argument("action", choices=["export", "check"])
+    contracts.add_argument("--dir", metavar="DIR", type=Path,
+                           help="where schemas live (default: contracts/states of the checkout)")
+    contracts.add_argument("--force", action="store_true",
+                           help="export even a breaking change without a major version bump")
+    contracts.add_argument("--tools-dir", metavar="DIR", type=Path,
+                           help="where tool contracts live (default: contracts/tools)")
+
+    mcp = sub.add_parser("mcp", parents=[common], help="MCP servers: status and tools")
+    mcp.add_argument("action", choices=["list"])
+    mcp.add_argument("--json", action="store_true", help="one JSON document")
+
+    serve = sub.add_parser("serve", parents=[common],
+                           help="serve the ASGI app: turns over HTTP, events as SSE")
+    serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
+    serve.add_argument("--port", type=int, help="port (default: server.port, 8765)")
+
+    from hermes_fsm.cli.replay import add_replay_parser
+
+    add_replay_parser(sub, common)
+
+    from hermes_fsm.cli.record import add_record_parser
+
+    add_record_parser(sub, common)
+    add_view_parser(sub, common)
+    from hermes_fsm.cli.memory import add_memory_parser
+
+    add_memory_parser(sub, common)
+    from hermes_fsm.cli.sessions import add_sessions_parser
+
+    add_sessions_parser(sub, common)
+    return p
+
+
+def _memory(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.memory import run_memory
+
+    return run_memory(args, config, out)
+
+
+def _sessions(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.sessions import run_sessions
+
+    return run_sessions(args, config, out)
+
+
+def _turn_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--user", default="cli-user", help="user id (default: cli-user)")
+    p.add_argument("--session", help="session id (default: a new one)")
+    p.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+    add_record_option(p)
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 usage)."""
+    out = out or sys.stdout
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as exit_:  # usage errors (2) and --help (0), already printed
+        return int(exit_.code or 0)
+    try:
+        config = load_config(args.config)
+        if getattr(args, "graph", None):
+            config = config.model_copy(update={"graph": Path(args.graph)})
+        _configure_logging(config)
+        command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
+                   "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
+                   "serve": _serve, "record": _record, "sessions": _sessions}
+        return command[args.command](args, config, out)
+    except HermesError as exc:
+        print(f"hermes-fsm: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("hermes-fsm: interrupted", file=sys.stderr)
+        return 130
+
+
+def _configure_logging(config: HermesConfig) -> None:
+    if config.log.format == "off":
+        return
+    import logging
+
+    import structlog
+
+    renderer: Any = (structlog.processors.JSONRenderer() if config.log.format == "json"
+                     else structlog.dev.ConsoleRenderer())
+    structlog.configure(
+        processors=[structlog.processors.add_log_level,
+                    structlog.processors.TimeStamper(fmt="iso"), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(
+            getattr(logging, config.log.level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+    )
+
+
+def _orchestrator(config: HermesConfig, printer: Any) -> Any:
+    from hermes_fsm.engine.orchestrator import Orchestrator
+
+    orchestrator = Orchestrator.from_config(config)
+    orchestrator.services.sinks = (*orchestrator.services.sinks, printer)
+    return orchestrator
+
+
+def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.console import ConsolePrinter
+
+    orchestrator = _orchestrator(config, ConsolePrinter(out, as_json=args.json))
+    recorder = attach_recording(orchestrator, args.record)
+
+    async def turn() -> Any:
+        async with orchestrator:  # MCP servers up for the turn, down after it
+            return await orchestrator.run_turn(args.session, args.text, user_id=args.user)
+
+    try:
+        result = asyncio.run(turn())
+    finally:
+        if recorder is not None:
+            recorder.close()
+    if recorder is not None and not args.json:
+        out.write(f"recorded: {recorder.path_for(result.session_id)}\n")
+    if args.json:
+        out.write(json.dumps({"result": {"session_id": result.session_id,
+                                         "turn_id": result.turn_id, "status": result.status,
+                                         "answer": result.answer, "path": result.path}},
+                             ensure_ascii=False) + "\n")
+    else:
+        out.write(f"\nanswer: {result.answer}\n")
+    return 0
+
+
+def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.console import ConsolePrinter
+
+    printer = ConsolePrinter(out)
+    orchestrator = _orchestrator(config, printer)
+    if args.quiet:
+        orchestrator.services.sinks = tuple(s for s in orchestrator.services.sinks
+                                            if s is not printer)
+    recorder = attach_recording(orchestrator, args.record)
+    session = orchestrator.session(args.session, args.user)
+    out.write(f"session {session.session_id} — type a message, or /quit to leave\n")
+    if recorder is not None:
+        out.write(f"recording to {recorder.path_for(session.session_id)}\n")
+
+    async def loop() -> None:
+        async with orchestrator:
+            await converse()
+
+    async def converse() -> None:
+        while True:
+            out.write("you> ")
+            out.flush()
+            line = await asyncio.to_thread(sys.stdin.readline)
+            if not line or line.strip() in ("/quit", "/exit"):
+                return
+            if not line.strip():
+                continue
+            try:
+                result = await orchestrator.run_turn(session.session_id, line.strip(),
+                                                     args.user)
+            except ContextOverflow as exc:  # too long: say so, and let the user go on
+                out.write(f"hermes-fsm: {exc}\n")
+                continue
+            out.write(f"agent> {result.answer}\n")
+
+    try:
+        asyncio.run(loop())
+    finally:
+        if recorder is not None:
+            recorder.close()
+    return 0
+
+
+def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+
+    graph = load_graph(config.graph or default_graph_path())
+    out.write(render_graph(graph, args.format))
+    return 0
+
+
+def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.contracts.check import (
+        check_contracts,
+        check_tool_contracts,
+        default_contract_dir,
+        export_contracts,
+        export_tool_contracts,
+    )
+    from hermes_fsm.contracts.tools import default_tool_contract_dir
+    from hermes_fsm.demo.tools import build_demo_registry
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+
+    graph = load_graph(config.graph or default_graph_path())
+    directory = args.dir or default_contract_dir()
+    tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
+    registry = build_demo_registry()
+    if args.action == "export":
+        written = export_contracts(graph.contracts, directory, force=args.force)
+        written += export_tool_contracts(registry, tools_dir, force=args.force)
+        for path in written:
+            out.write(f"wrote {path}\n")
+        out.write(f"{len(written)} contract file(s) changed, in {directory} and {tools_dir}\n")
+        return 0
+    checked = check_contracts(graph.contracts, directory)
+    out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
+    tools = check_tool_contracts(registry, tools_dir)
+    out.write(f"ok: {tools} tool contract(s) in {tools_dir} match their tools\n")
+    return 0
+
+
+def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.config.toolbox import Toolbox
+
+    box = Toolbox.from_config(config)
+
+    async def survey() -> list[dict[str, Any]]:
+        await box.mcp.start()
+        try:
+            records = box.mcp.info()
+            for record in records:
+                record["tool_names"] = sorted(t.name for t in box.registry.tools()
+                                              if t.source == f"mcp:{record['name']}")
+            return records
+        finally:
+            await box.mcp.aclose()
+
+    records = asyncio.run(survey())
+    if args.json:
+        out.write(json.dumps({"servers": records}, ensure_ascii=False, indent=2) + "\n")
+        return 0
+    if not records:
+        out.write("no MCP servers configured (mcp_servers in the config file)\n")
+    for r in records:
+        out.write(f"{r['name']}: {r['status']}  transport={r['transport']}  "
+                  f"protocol={r['protocol_version'] or '-'}  tools={r['tools']}  "
+                  f"resources={r['resources']}  prompts={r['prompts']}\n")
+        if r["tool_names"]:
+            out.write(f"  tools: {', '.join(r['tool_names'])}\n")
+        if r["last_error"]:
+            out.write(f"  last error: {r['last_error']}\n")
+        for problem in r["problems"]:
+            out.write(f"  problem: {problem}\n")
+    return 0
+
+
+def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.server.serve import serve
+
+    return serve(config, host=args.host, port=args.port, out=out)
+
+
+def _record(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.record import run_record
+
+    return run_record(args, config, out)
+
+
+def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.replay import run_replay
+
+    return run_replay(args, config.graph, out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,67 @@
+"""``hermes-fsm memory search|list|forget --user U``: look into and clear a user's memory.
+
+Registered from :mod:`hermes_fsm.cli.main`; uses the memory the configuration describes
+(embedded: the data dir; or the services of ``HERMES_*_URL``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from typing import Any, TextIO
+
+__all__ = ["add_memory_parser", "run_memory"]
+
+
+def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``memory`` command to the CLI's subparsers."""
+    memory = sub.add_parser("memory", parents=[common],
+                            help="a user's memory: search, list, forget")
+    memory.add_argument("action", choices=["search", "list", "forget"])
+    memory.add_argument("query", nargs="?", default="", help="search: the text to recall for")
+    memory.add_argument("--user", required=True, help="the user id")
+    memory.add_argument("-k", type=int, default=5, help="search: how many items (default 5)")
+    memory.add_argument("--all", action="store_true",
+                        help="list: include superseded and deleted items")
+    memory.add_argument("--json", action="store_true", help="print JSON lines")
+
+
+def run_memory(args: argparse.Namespace, config: Any, out: TextIO) -> int:
+    """Run ``memory search|list|forget``; returns the exit code."""
+    from hermes_fsm.errors import UsageError
+    from hermes_fsm.memory import build_memory
+
+    if args.action == "search" and not args.query.strip():
+        raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")
+    memory = build_memory(config.memory)
+
+    async def act() -> int:
+        try:
+            if args.action == "forget":
+                removed = await memory.forget(args.user)
+                out.write(f"forgot user {args.user!r}: {removed} record(s) removed "
+                          "from working, semantic and experience memory\n")
+                return 0
+            if args.action == "search":
+                items = await memory.recall(args.user, args.query, args.k)
+            else:
+                items = await memory.items(args.user)
+                if not args.all:
+                    items = [i for i in items if i.status == "active"]
+            for item in items:
+                if args.json:
+                    payload = item.to_payload()
+                    payload["score"] = item.score
+                    out.write(json.dumps(payload, ensure_ascii=False) + "\n")
+                else:
+                    score = f"  score {item.score:.3f}" if item.score is not None else ""
+                    out.write(f"[{item.created_at:%Y-%m-%d}] {item.status:<10} {item.key}: "
+                              f"{item.value} (confidence {item.confidence:.2f}){score}\n")
+            if not args.json:
+                out.write(f"{len(items)} item(s) for user {args.user!r}\n")
+            return 0
+        finally:
+            await memory.close()
+
+    return asyncio.run(act())

@@ -1,0 +1,76 @@
+"""The graph view commands of the CLI: ``view``, ``graph --format svg|html``, ``--record``.
+
+::
+
+    hermes-fsm run --record out/ "How many A1001 are left?"   # writes out/<session>.jsonl
+    hermes-fsm view out/<session>.jsonl --out page.html        # the recording over its graph
+    hermes-fsm graph --format html > graph.html                # the graph alone
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any, TextIO
+
+from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.errors import UsageError
+from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
+
+__all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
+           "render_graph", "run_view"]
+
+def add_view_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add the ``view`` command to the CLI's subparsers."""
+    view = sub.add_parser("view", parents=[common],
+                          help="write a recording laid over its graph as one HTML page")
+    view.add_argument("recording", type=Path, help="a recording (.jsonl, from run --record)")
+    view.add_argument("--out", metavar="FILE", type=Path,
+                      help="the HTML page to write (default: the recording's name, .html)")
+    view.add_argument("--graph", metavar="PATH",
+                      help="graph file (default: from config, else the bundled one)")
+
+
+def add_record_option(p: argparse.ArgumentParser) -> None:
+    """Add ``--record DIR`` to a command that runs turns."""
+    p.add_argument("--record", metavar="DIR", type=Path,
+                   help="write each session's events to DIR/<session>.jsonl (for view/replay)")
+
+
+def attach_recording(orchestrator: Any, directory: Path | None) -> Any:
+    """Attach a :class:`~hermes_fsm.events.recording.RecordingSink` writing to ``directory``
+    (nothing when it is ``None``); returns the sink, or ``None``."""
+    if directory is None:
+        return None
+    from hermes_fsm.events.recording import RecordingSink
+
+    try:
+        sink = RecordingSink(directory, orchestrator)
+    except OSError as exc:
+        raise UsageError(f"--record {directory}: cannot create the directory: "
+                         f"{exc.strerror or exc}; choose another directory") from None
+    orchestrator.services.sinks = (*orchestrator.services.sinks, sink)
+    return sink
+
+
+def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
+    from hermes_fsm.events.recording import load_recording
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+    from hermes_fsm.viz.view import render_view
+
+    recording = load_recording(args.recording)
+    graph = load_graph(config.graph or default_graph_path())
+    page = render_view(recording, graph)
+    target: Path = args.out or args.recording.with_suffix(".html")
+    try:
+        target.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--out {target}: cannot write the page: {exc.strerror or exc}; "
+                         "choose another file") from None
+    out.write(f"wrote {target} ({len(recording.events)} events, graph {graph.name})\n")
+    if recording.header.graph.hash != graph.content_hash:
+        out.write(f"warning: the recording was made with graph {recording.header.graph.name} "
+                  f"(hash {recording.header.graph.hash}), not {graph.path} (hash "
+                  f"{graph.content_hash}); pass --graph with the recorded graph file\n")
+    return 0

@@ -1,0 +1,14 @@
+"""Configuration and the composition root: the one place that picks concrete backends.
+
+- :mod:`~hermes_fsm.config.settings`: :class:`HermesConfig` (YAML file + ``HERMES_*``
+  environment variables) and :func:`load_config`;
+- :mod:`~hermes_fsm.config.memory`, :mod:`~hermes_fsm.config.store`,
+  :mod:`~hermes_fsm.config.toolbox`: the memory tiers, session store and lease, tools and MCP
+  servers a configuration asks for.
+"""
+
+from __future__ import annotations
+
+from hermes_fsm.config.settings import HermesConfig, load_config
+
+__all__ = ["HermesConfig", "load_config"]

@@ -1,0 +1,75 @@
+"""Build the memory tiers a :class:`~.settings.MemoryConfig` asks for.
+
+Nothing is opened here: every backend connects (or opens its files) on first use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
+from hermes_fsm.memory.experience import ExperienceLog
+from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, RecallPolicy
+from hermes_fsm.memory.semantic import SemanticStore
+from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
+from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+from hermes_fsm.memory.tiered import TieredMemory
+from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
+
+__all__ = ["build_embedder", "build_memory"]
+
+
+def build_embedder(config: EmbedderConfig) -> Embedder:
+    """The embedder of the configuration."""
+    if config.kind == "minilm":
+        from hermes_fsm.memory.onnx_embedder import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    if config.kind == "openai":
+        from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
+
+        return OpenAIEmbedder(config.url or "https://api.openai.com/v1",
+                              config.model or "text-embedding-3-small",
+                              api_key=os.environ.get(config.api_key_env))
+    return HashingEmbedder(config.dim)
+
+
+def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
+    """Three tiers from the configuration: real services where URLs are given, else embedded.
+
+    Embedded means in-process working memory, Qdrant local mode under
+    ``data_dir/qdrant`` and SQLite at ``data_dir/experience.sqlite``.
+    """
+    config = config or MemoryConfig()
+    data_dir = Path(config.data_dir or default_data_dir()).expanduser()
+    embedder = build_embedder(config.embedder)
+    working: WorkingMemory
+    if config.redis_url:
+        from hermes_fsm.memory.redis_working import RedisWorkingMemory
+
+        working = RedisWorkingMemory(config.redis_url, ttl_s=config.working_ttl_s)
+    else:
+        working = InProcessWorkingMemory(ttl_s=config.working_ttl_s)
+    semantic: SemanticStore
+    if config.qdrant_url:
+        semantic = QdrantSemanticStore(embedder.dim, url=config.qdrant_url,
+                                       collection=config.qdrant_collection)
+    else:
+        semantic = QdrantSemanticStore(embedder.dim, path=str(data_dir / "qdrant"),
+                                       collection=config.qdrant_collection)
+    experience: ExperienceLog
+    if config.postgres_url:
+        from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
+
+        experience = PostgresExperienceLog(config.postgres_url, schema=config.postgres_schema,
+                                           embedder=embedder)
+    else:
+        experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
+    policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
+                          half_life_days={**DEFAULT_HALF_LIFE_DAYS,
+                                          **{str(k): v for k, v in
+                                             config.recall.half_life_days.items()}})
+    return TieredMemory(working=working, semantic=semantic, experience=experience,
+                        embedder=embedder, policy=policy)

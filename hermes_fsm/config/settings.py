@@ -1,0 +1,275 @@
+"""Configuration: a YAML file plus ``HERMES_*`` environment variables; none means embedded.
+
+::
+
+    graph: states/agent_turn.yaml     # the graph file (default: the bundled seven-state turn)
+    brain:
+      kind: rules                     # the offline rules brain
+      rules_file: my_rules.yaml       # optional: your own rules (default: the bundled ones)
+    busy_policy: refuse               # or queue
+    history_window: 20                # messages kept per session
+    log: {format: console, level: info}
+    mcp_servers:                      # default: the bundled demo server over stdio; {} for none
+      calendar: {transport: stdio, command: python, args: [-m, some.server], env: {TZ: UTC},
+                 enabled_tools: [calendar_query]}
+      notes: {transport: http, url: "http://127.0.0.1:8931/mcp", headers: {Authorization: ...}}
+    tools: {contracts_dir: contracts/tools, max_result_chars: 4000,
+            breaker: {window: 10, min_calls: 5, failure_rate: 0.5, cooldown_s: 30,
+                      experience: {window_s: 600, min_calls: 10, failure_rate: 0.5}}}
+    permissions: {default_roles: [user], users: {ops: {roles: [admin], grants: [wipe_db]}}}
+    memory: {data_dir: ~/.local/share/hermes-fsm, redis_url: …, postgres_url: …,
+             qdrant_url: …, embedder: {kind: hashing}}   # see hermes_fsm.memory.settings
+    brain: {kind: openai, base_url: "http://127.0.0.1:8080/v1", model: smollm2,
+            api_key_env: OPENAI_API_KEY}                  # any /v1/chat/completions server
+    server: {host: 127.0.0.1, port: 8765, tokens: {s3cret: alice}}   # hermes-fsm serve
+    sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
+    context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
+              on_input_overflow: error}                   # see hermes_fsm.engine.context
+
+Relative paths are read relative to the config file. The file is found by ``--config``
+or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
+from hermes_fsm.engine.context import ContextConfig
+from hermes_fsm.errors import ConfigError
+from hermes_fsm.memory.settings import MemoryConfig
+from hermes_fsm.tools.mcp.settings import MCPServerConfig
+
+__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
+           "SessionsConfig", "ToolsConfig", "load_config"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class BrainConfig(_Strict):
+    """Which brain decides state outputs: the offline rules, or an OpenAI-compatible server.
+
+    ``kind: openai`` needs ``base_url`` (e.g. ``http://127.0.0.1:8080/v1``) and ``model``;
+    the API key is read from the environment variable named by ``api_key_env`` (none for a
+    local server). See :class:`hermes_fsm.brain.openai.OpenAIBrain` for the rest.
+    """
+
+    kind: Literal["rules", "openai"] = "rules"
+    rules_file: Path | None = None
+    base_url: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=10)
+    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    max_tokens: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _openai_fields(self) -> BrainConfig:
+        if self.kind == "openai" and not (self.base_url and self.model):
+            raise ValueError("an openai brain needs `base_url` (e.g. http://127.0.0.1:8080/v1) "
+                             "and `model`")
+        return self
+
+
+class ServerConfig(_Strict):
+    """``hermes-fsm serve``: where to listen, and the bearer tokens (token → user id).
+
+    ``HERMES_SERVER_TOKENS="token1=alice,token2=bob"`` replaces ``tokens``. Without tokens
+    the server only listens on a loopback address.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8765, ge=0, le=65535)
+    tokens: dict[str, str] = {}
+
+
+class LogConfig(_Strict):
+    """How events are logged through structlog (the CLI prints them regardless)."""
+
+    format: Literal["console", "json", "off"] = "off"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+def _demo_mcp_servers() -> dict[str, MCPServerConfig]:
+    script = Path(__file__).resolve().parent.parent / "demo" / "calendar.py"  # stdlib only
+    # only the tool the demo turn uses (its contract is pinned in contracts/tools): the
+    # server's test tools (count_slowly, server_pid) stay out of the default catalog
+    return {"demo": MCPServerConfig(transport="stdio", command="python", args=[str(script)],
+                                    enabled_tools=["calendar_query"])}
+
+
+class ExperienceBreakerConfig(_Strict):
+    """The breaker's view of the experience log (every session and process writing to it):
+    a tool with at least ``min_calls`` calls in the last ``window_s`` seconds, of which at
+    least ``failure_rate`` failed, is open. The log is read at most every ``refresh_s``."""
+
+    enabled: bool = True
+    window_s: float = Field(default=600.0, gt=0.0)
+    min_calls: int = Field(default=10, ge=1)
+    failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
+    refresh_s: float = Field(default=5.0, ge=0.0)
+
+
+class BreakerConfig(_Strict):
+    """The circuit breaker of every tool: open when ``failure_rate`` of the last calls failed."""
+
+    window: int = Field(default=10, ge=1)
+    min_calls: int = Field(default=5, ge=1)
+    failure_rate: float = Field(default=0.5, gt=0.0, le=1.0)
+    cooldown_s: float = Field(default=30.0, ge=0.0)
+    experience: ExperienceBreakerConfig = ExperienceBreakerConfig()
+
+
+class ToolsConfig(_Strict):
+    """Tool contracts and the executor's settings."""
+
+    contracts_dir: Path | None = None  # pinned tool contracts (default: contracts/tools)
+    max_result_chars: int = Field(default=4000, ge=100)
+    breaker: BreakerConfig = BreakerConfig()
+
+
+class UserPermissions(_Strict):
+    """A user's roles and explicit grants (tool names; destructive tools need one)."""
+
+    roles: list[str] = ["user"]
+    grants: list[str] = []
+
+
+class PermissionsConfig(_Strict):
+    """Who may call which tool."""
+
+    default_roles: list[str] = ["user"]
+    users: dict[str, UserPermissions] = {}
+
+
+class SessionsConfig(_Strict):
+    """Where sessions live (:mod:`hermes_fsm.store`), who may write one (:mod:`~.lease`).
+
+    ``store: auto`` is PostgreSQL when ``memory.postgres_url`` (``HERMES_POSTGRES_URL``) is
+    set, else a SQLite file (``sqlite_path``, default ``<data_dir>/sessions.sqlite3``);
+    ``memory`` keeps sessions in this process only. ``lease: auto`` is Redis when
+    ``memory.redis_url`` (``HERMES_REDIS_URL``) is set, else in-process.
+    """
+
+    store: Literal["auto", "memory", "sqlite", "postgres"] = "auto"
+    sqlite_path: Path | None = None
+    pg_schema: str = Field(default="hermes", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    lease: Literal["auto", "local", "redis"] = "auto"
+    lease_ttl_s: float = Field(default=10.0, gt=0.0)
+
+
+class HermesConfig(_Strict):
+    """The whole configuration; every field has an embedded default."""
+
+    graph: Path | None = None
+    brain: BrainConfig = BrainConfig()
+    busy_policy: Literal["refuse", "queue"] = "refuse"
+    history_window: int = Field(default=20, ge=1, le=10_000)
+    log: LogConfig = LogConfig()
+    mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=_demo_mcp_servers)
+    tools: ToolsConfig = ToolsConfig()
+    permissions: PermissionsConfig = PermissionsConfig()
+    memory: MemoryConfig = MemoryConfig()
+    server: ServerConfig = ServerConfig()
+    sessions: SessionsConfig = SessionsConfig()
+    context: ContextConfig = ContextConfig()
+    source: str = Field(default="embedded defaults", exclude=True)
+
+
+def load_config(path: str | Path | None = None,
+                environ: Mapping[str, str] | None = None) -> HermesConfig:
+    """Load the configuration from ``path``, else ``HERMES_CONFIG``, else embedded defaults.
+
+    Raises:
+        ConfigError: unreadable or malformed file (with file and line), or a wrong variable.
+    """
+    env = os.environ if environ is None else environ
+    if path is None:
+        path = env.get("HERMES_CONFIG") or None
+    if path is None:
+        config = HermesConfig()
+    else:
+        config = _from_file(Path(path))
+    graph = env.get("HERMES_GRAPH")
+    if graph:
+        if not Path(graph).is_file():
+            raise ConfigError(f"HERMES_GRAPH={graph!r} is not a file; point it at a graph YAML "
+                              "or unset it to use the bundled graph")
+        config = config.model_copy(update={"graph": Path(graph)})
+    services = {"redis_url": "HERMES_REDIS_URL", "postgres_url": "HERMES_POSTGRES_URL",
+                "qdrant_url": "HERMES_QDRANT_URL", "data_dir": "HERMES_DATA_DIR"}
+    memory = {field: env[var] for field, var in services.items() if env.get(var)}
+    if memory:
+        config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
+    tokens = env.get("HERMES_SERVER_TOKENS")
+    if tokens:
+        server = config.server.model_copy(update={"tokens": _parse_tokens(tokens)})
+        config = config.model_copy(update={"server": server})
+    return config
+
+
+def _parse_tokens(text: str) -> dict[str, str]:
+    """``"token1=alice,token2=bob"`` → ``{"token1": "alice", "token2": "bob"}``."""
+    tokens: dict[str, str] = {}
+    for item in text.split(","):
+        token, sep, user = item.strip().partition("=")
+        if not sep or not token.strip() or not user.strip():
+            raise ConfigError("HERMES_SERVER_TOKENS must look like 'token1=alice,token2=bob' "
+                              f"(got an item {item.strip()!r}); fix or unset it")
+        tokens[token.strip()] = user.strip()
+    return tokens
+
+
+def _from_file(path: Path) -> HermesConfig:
+    try:
+        doc: Any = load_yaml_file(path)
+    except YamlProblem as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ConfigError(f"{where}: {exc.problem}") from None
+    if doc is None:
+        doc = LineDict()
+    if not isinstance(doc, dict):
+        raise ConfigError(f"{path}: a config file must be a mapping "
+                          "(see hermes_fsm.config.settings)")
+    try:
+        config = HermesConfig.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(err["loc"])
+        line = line_at(doc, loc)
+        field = ".".join(str(p) for p in loc)
+        what = ("unknown field; remove it or check its spelling" if err["type"] == "extra_forbidden"
+                else err["msg"])
+        raise ConfigError(f"{path}:{line}: {field}: {what}") from None
+    base = path.resolve().parent
+    updates: dict[str, Any] = {"source": str(path)}
+    if config.graph is not None and not config.graph.is_absolute():
+        updates["graph"] = base / config.graph
+    if config.brain.rules_file is not None and not config.brain.rules_file.is_absolute():
+        updates["brain"] = config.brain.model_copy(
+            update={"rules_file": base / config.brain.rules_file})
+    if config.tools.contracts_dir is not None and not config.tools.contracts_dir.is_absolute():
+        updates["tools"] = config.tools.model_copy(
+            update={"contracts_dir": base / config.tools.contracts_dir})
+    path_ = config.sessions.sqlite_path
+    if path_ is not None and not path_.expanduser().is_absolute():
+        updates["sessions"] = config.sessions.model_copy(
+            update={"sqlite_path": base / path_.expanduser()})
+    tokenizer = config.context.tokenizer
+    if tokenizer not in ("auto", "heuristic", "calibrated") and not Path(
+            tokenizer).expanduser().is_absolute():  # a tokenizer.json next to the config
+        updates["context"] = config.context.model_copy(
+            update={"tokenizer": str(base / Path(tokenizer).expanduser())})
+    if config.memory.data_dir is not None and not config.memory.data_dir.is_absolute():
+        updates["memory"] = config.memory.model_copy(
+            update={"data_dir": base / config.memory.data_dir.expanduser()})
+    return config.model_copy(update=updates)

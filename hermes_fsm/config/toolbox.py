@@ -1,0 +1,73 @@
+"""The tools a configuration describes, assembled: registry, executor and MCP servers.
+
+>>> from hermes_fsm.config.settings import HermesConfig
+>>> box = Toolbox.from_config(HermesConfig(mcp_servers={}))
+>>> box.registry.names()
+['create_reminder', 'inventory_lookup', 'list_reminders']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
+from hermes_fsm.sources import Clock
+from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
+from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.servers import MCPServers
+from hermes_fsm.tools.permissions import Caller, Permissions
+from hermes_fsm.tools.registry import ToolRegistry
+
+__all__ = ["Toolbox"]
+
+
+@dataclass(slots=True)
+class Toolbox:
+    """A registry with its executor and the MCP servers feeding it."""
+
+    registry: ToolRegistry
+    executor: ToolExecutor
+    mcp: MCPServers
+
+    @classmethod
+    def from_config(cls, config: HermesConfig, registry: ToolRegistry | None = None, *,
+                    outcomes: Any = None, clock: Clock | None = None,
+                    **executor_options: Any) -> Toolbox:
+        """Local demo tools (unless ``registry`` is given), permissions, breaker, MCP servers.
+
+        With ``outcomes`` (the memory's experience log) the breaker also reads the log's
+        failure rates (``tools.breaker.experience``), on ``clock``: the clock the log's
+        entries are stamped with.
+
+        Raises:
+            ContractError: a pinned tool contract is malformed.
+        """
+        if registry is None:
+            from hermes_fsm.demo.tools import build_demo_registry
+
+            registry = build_demo_registry()
+        perms = config.permissions
+        registry.permissions = Permissions(
+            {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},
+            tuple(perms.default_roles))
+        b = config.tools.breaker
+        breaker: CircuitBreaker = WindowBreaker(
+            window=b.window, min_calls=b.min_calls, failure_rate=b.failure_rate,
+            cooldown_s=b.cooldown_s)
+        if outcomes is not None and b.experience.enabled:
+            e = b.experience
+            breaker = ExperienceBreaker(
+                outcomes, local=breaker, window=timedelta(seconds=e.window_s),
+                min_calls=e.min_calls, failure_rate=e.failure_rate, refresh_s=e.refresh_s,
+                clock=clock)
+        registry.breaker = breaker
+        pinned: dict[str, Any] = {}
+        if config.mcp_servers:
+            directory = config.tools.contracts_dir or default_tool_contract_dir()
+            pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
+        executor = ToolExecutor(registry, max_result_chars=config.tools.max_result_chars,
+                                **executor_options)
+        return cls(registry, executor, MCPServers(config.mcp_servers, registry, pinned))

@@ -1,0 +1,162 @@
+"""Named, versioned pydantic contracts and the registry that resolves ``name@version``.
+
+A contract is a strict pydantic v2 model (extra fields forbidden, no type coercion)
+with a class-level name and semantic version:
+
+>>> class Greeting(Contract):
+...     contract_name = "greeting"
+...     contract_version = "1.2.0"
+...     text: str
+>>> registry = ContractRegistry([Greeting])
+>>> registry.get("greeting@1") is Greeting, registry.get("greeting@1.2.0") is Greeting
+(True, True)
+>>> Greeting.ref()
+'greeting@1.2.0'
+
+Validation may receive a *context* (pydantic's ``info.context``): the engine passes the
+turn's facts and tools so a contract can check references, not only shapes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from hermes_fsm.errors import ContractError
+
+__all__ = ["Contract", "ContractRegistry", "split_ref"]
+
+
+class Contract(BaseModel):
+    """Base of every state contract: strict, extra fields forbidden, named and versioned."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    contract_name: ClassVar[str] = ""
+    contract_version: ClassVar[str] = "0.0.0"
+
+    @classmethod
+    def ref(cls) -> str:
+        """``name@version`` of this contract."""
+        return f"{cls.contract_name}@{cls.contract_version}"
+
+    @classmethod
+    def validate_output(cls, raw: Any, context: Mapping[str, Any] | None = None) -> Contract:
+        """Validate a state's raw output: a mapping, a model instance, or JSON text.
+
+        Raises:
+            pydantic.ValidationError: the output breaks the contract.
+        """
+        if isinstance(raw, cls):
+            raw = raw.model_dump()
+        if isinstance(raw, str | bytes):
+            return cls.__pydantic_validator__.validate_json(raw, context=context)  # type: ignore[no-any-return]
+        # what model_validate does, without its wrapper (this runs for every state output)
+        return cls.__pydantic_validator__.validate_python(raw, context=context)  # type: ignore[no-any-return]
+
+    @classmethod
+    def json_schema(cls) -> dict[str, Any]:
+        """The JSON Schema handed to a model for structured output, and exported for review."""
+        return cls.model_json_schema()
+
+
+def split_ref(ref: str) -> tuple[str, str | None]:
+    """Split ``name@version`` into ``(name, version)``; a bare name gives ``(name, None)``."""
+    name, sep, version = ref.partition("@")
+    return name, (version if sep else None)
+
+
+class ContractRegistry:
+    """Resolves contract references (``name@1``, ``name@1.2``, ``name@1.2.3``, ``name``).
+
+    A partial version picks the highest registered version with that prefix.
+    """
+
+    def __init__(self, contracts: Iterable[type[Contract]] = ()) -> None:
+        self._by_name: dict[str, dict[str, type[Contract]]] = {}
+        for contract in contracts:
+            self.register(contract)
+
+    def register(self, contract: type[Contract]) -> type[Contract]:
+        """Add a contract class; returns it, so this works as a class decorator."""
+        if not (isinstance(contract, type) and issubclass(contract, Contract)):
+            raise ContractError(
+                f"{contract!r} is not a Contract subclass; derive it from hermes_fsm.Contract"
+            )
+        if not contract.contract_name:
+            raise ContractError(
+                f"{contract.__qualname__} has no contract_name; set the class attribute "
+                "contract_name = '...' (and contract_version = 'MAJOR.MINOR.PATCH')"
+            )
+        _parse_semver(contract.contract_version, contract.__qualname__)
+        versions = self._by_name.setdefault(contract.contract_name, {})
+        existing = versions.get(contract.contract_version)
+        if existing is not None and existing is not contract:
+            raise ContractError(
+                f"contract {contract.ref()} is registered twice ({existing.__qualname__} and "
+                f"{contract.__qualname__}); bump one version or rename it"
+            )
+        versions[contract.contract_version] = contract
+        return contract
+
+    def get(self, ref: str) -> type[Contract]:
+        """The contract for ``ref``.
+
+        Raises:
+            ContractError: no such contract or version; the message lists what exists.
+        """
+        name, version = split_ref(ref)
+        versions = self._by_name.get(name)
+        if not versions:
+            known = ", ".join(sorted(self.refs())) or "none"
+            raise ContractError(f"unknown contract {ref!r}; registered contracts: {known}")
+        candidates = [
+            v for v in versions if version is None or v == version or v.startswith(version + ".")
+        ]
+        if not candidates:
+            have = ", ".join(sorted(versions))
+            raise ContractError(
+                f"contract {name!r} has no version matching {version!r}; it has {have}"
+            )
+        best = max(candidates, key=lambda v: _parse_semver(v, name))
+        return versions[best]
+
+    def refs(self) -> list[str]:
+        """Every registered ``name@version``."""
+        return [f"{n}@{v}" for n, vs in self._by_name.items() for v in vs]
+
+    def __iter__(self) -> Any:
+        for versions in self._by_name.values():
+            yield from versions.values()
+
+    def __contains__(self, ref: object) -> bool:
+        if not isinstance(ref, str):
+            return False
+        try:
+            self.get(ref)
+        except ContractError:
+            return False
+        return True
+
+
+def _parse_semver(version: str, owner: str) -> tuple[int, int, int]:
+    parts = version.split(".")
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise ContractError(
+            f"{owner}: contract_version {version!r} is not MAJOR.MINOR.PATCH (e.g. '1.0.0')"
+        )
+    major, minor, patch = (int(p) for p in parts)
+    return major, minor, patch
+
+
+def dump_schema(contract: type[Contract]) -> str:
+    """The exported form of a contract: stable, pretty JSON with name, version and schema."""
+    doc = {
+        "name": contract.contract_name,
+        "version": contract.contract_version,
+        "schema": contract.json_schema(),
+    }
+    return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

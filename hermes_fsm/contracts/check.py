@@ -1,0 +1,228 @@
+"""Exported contract schemas: write them for review, check them against the models.
+
+Each contract is exported to ``<dir>/<name>.json`` (name, version, JSON Schema). The
+committed files make every contract change visible in review, and:
+
+- ``check`` fails when a committed schema differs from its model (run ``export``), when
+  a model has no committed schema, and when a committed schema has no model;
+- ``export`` refuses to write a change that needs a bigger version bump than the model
+  got (a breaking change — a field removed, a type narrowed, a field made required —
+  needs a new major version), unless forced; so an unbumped breaking change cannot be
+  committed by accident.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from hermes_fsm._internal.data import data_path
+from hermes_fsm.contracts.base import Contract, ContractRegistry, dump_schema
+from hermes_fsm.contracts.schema_diff import bump_problem, diff_schemas
+from hermes_fsm.errors import ContractCheckFailed, ContractError
+
+__all__ = ["check_contracts", "check_tool_contracts", "default_contract_dir", "export_contracts",
+           "export_tool_contracts"]
+
+
+def default_contract_dir() -> Path:
+    """``contracts/states`` of the source checkout (through the package's data link)."""
+    return data_path("contracts", "states")
+
+
+def _latest(registry: ContractRegistry) -> dict[str, type[Contract]]:
+    """The newest version of each contract name (older versions are not exported)."""
+    newest: dict[str, type[Contract]] = {}
+    for contract in registry:
+        current = newest.get(contract.contract_name)
+        if current is None or _key(contract) > _key(current):
+            newest[contract.contract_name] = contract
+    return newest
+
+
+def _key(contract: type[Contract]) -> tuple[int, ...]:
+    return tuple(int(p) for p in contract.contract_version.split("."))
+
+
+def _read(path: Path) -> dict[str, object]:
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ContractError(f"{path}: cannot read the exported schema ({exc}); "
+                            "delete it and run 'hermes-fsm contracts export'") from None
+    if not (isinstance(doc, dict) and {"name", "version", "schema"} <= doc.keys()):
+        raise ContractError(f"{path}: not an exported contract (needs name, version, schema); "
+                            "delete it and run 'hermes-fsm contracts export'")
+    return doc
+
+
+def _bump_problem(contract: type[Contract], path: Path) -> str | None:
+    old = _read(path)
+    changes = diff_schemas(old["schema"], contract.json_schema())  # type: ignore[arg-type]
+    problem = bump_problem(str(old["version"]), contract.contract_version, changes)
+    if problem:
+        return (f"{contract.contract_name} ({contract.__module__}.{contract.__qualname__}): "
+                f"{problem}")
+    return None
+
+
+def export_contracts(registry: ContractRegistry, directory: str | Path,
+                     force: bool = False) -> list[Path]:
+    """Write each contract's schema; returns the files that changed.
+
+    Raises:
+        ContractCheckFailed: a change needs a bigger version bump (unless ``force``).
+    """
+    directory = Path(directory)
+    return _write_changed(
+        ((directory / f"{name}.json", dump_schema(contract), partial(_bump_problem, contract))
+         for name, contract in sorted(_latest(registry).items())),
+        directory, force)
+
+
+def _pinned_bump_problem(contract: Any, path: Path) -> str | None:
+    from hermes_fsm.contracts.tools import load_tool_contract
+
+    return _tool_bump_problem(load_tool_contract(path), contract)
+
+
+def _write_changed(files: Iterable[tuple[Path, str, Callable[[Path], str | None]]],
+                   directory: Path, force: bool) -> list[Path]:
+    """Write each ``(path, text, needed_bump)`` whose text changed; all or nothing.
+
+    ``needed_bump(path)`` says why the change needs a bigger version bump (or ``None``);
+    any such problem stops every write unless ``force``.
+    """
+    directory.mkdir(parents=True, exist_ok=True)
+    pending: list[tuple[Path, str]] = []
+    problems: list[str] = []
+    for path, text, needed_bump in files:
+        if path.exists():
+            if path.read_text(encoding="utf-8") == text:
+                continue
+            problem = needed_bump(path)
+            if problem and not force:
+                problems.append(problem)
+                continue
+        pending.append((path, text))
+    if problems:
+        raise ContractCheckFailed([*problems, "nothing was written; bump the versions "
+                                   "(or pass --force to export anyway)"])
+    for path, text in pending:
+        path.write_text(text, encoding="utf-8")
+    return [path for path, _ in pending]
+
+
+def check_contracts(registry: ContractRegistry, directory: str | Path) -> int:
+    """Check that every exported schema matches its model; returns how many were checked.
+
+    Raises:
+        ContractCheckFailed: with one line per problem and what to do about it.
+    """
+    directory = Path(directory)
+    problems: list[str] = []
+    latest = _latest(registry)
+    for name, contract in sorted(latest.items()):
+        path = directory / f"{name}.json"
+        if not path.exists():
+            problems.append(f"{name}: no exported schema at {path}; run "
+                            "'hermes-fsm contracts export' and commit it")
+            continue
+        if path.read_text(encoding="utf-8") == dump_schema(contract):
+            continue
+        problem = _bump_problem(contract, path)
+        if problem:
+            problems.append(problem)
+        else:
+            problems.append(f"{name}: {path} differs from the model {contract.ref()}; run "
+                            "'hermes-fsm contracts export' and commit the change")
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.json")):
+            if path.stem not in latest:
+                problems.append(f"{path}: no contract named {path.stem!r} is registered; "
+                                "delete the file or register the contract")
+    if problems:
+        raise ContractCheckFailed(problems)
+    return len(latest)
+
+
+# --- tool contracts (contracts/tools/<name>.yaml) ---------------------------------------
+
+
+def _tool_bump_problem(old: Any, new: Any) -> str | None:
+    changes = diff_schemas(old.input_schema, new.input_schema)
+    changes += diff_schemas(old.output_schema or {}, new.output_schema or {})
+    problem = bump_problem(old.version, new.version, changes)
+    return f"tool {new.name}: {problem}" if problem else None
+
+
+def export_tool_contracts(registry: Any, directory: str | Path,
+                          force: bool = False) -> list[Path]:
+    """Pin the contract of every local tool of ``registry`` in ``directory``.
+
+    Returns the files written. MCP tools are pinned by hand (their contract comes from
+    the server). Raises ContractCheckFailed when a schema change needs a bigger version
+    bump than the tool got (unless ``force``).
+    """
+    from hermes_fsm.contracts.tools import dump_tool_contract
+
+    directory = Path(directory)
+    return _write_changed(
+        ((directory / f"{tool.name}.yaml", dump_tool_contract(tool.contract),
+          partial(_pinned_bump_problem, tool.contract))
+         for tool in registry.tools() if tool.source == "local"),
+        directory, force)
+
+
+def check_tool_contracts(registry: Any, directory: str | Path) -> int:
+    """Check the pinned tool contracts against the local tools; returns how many were checked.
+
+    Every local tool needs a pinned file equal to its contract (or a changed one with the
+    right version bump still counts as a difference to export); every pinned file must
+    parse, and name a local tool or an MCP tool (``<server>.<tool>``, checked at connect
+    time).
+
+    Raises:
+        ContractCheckFailed: with one line per problem and what to do about it.
+    """
+    from hermes_fsm.contracts.tools import dump_tool_contract, load_tool_contract
+
+    directory = Path(directory)
+    problems: list[str] = []
+    local = {t.name: t for t in registry.tools() if t.source == "local"}
+    for name, tool in sorted(local.items()):
+        path = directory / f"{name}.yaml"
+        if not path.exists():
+            problems.append(f"tool {name}: no pinned contract at {path}; run "
+                            "'hermes-fsm contracts export' and commit it")
+            continue
+        try:
+            pinned = load_tool_contract(path)
+        except ContractError as exc:
+            problems.append(str(exc))
+            continue
+        if path.read_text(encoding="utf-8") == dump_tool_contract(tool.contract):
+            continue
+        problem = _tool_bump_problem(pinned, tool.contract)
+        problems.append(problem or f"tool {name}: {path} differs from the tool's contract; run "
+                        "'hermes-fsm contracts export' and commit the change")
+    pinned_count = 0
+    if directory.is_dir():
+        for path in sorted(directory.glob("*.yaml")):
+            if path.stem in local:
+                continue
+            try:
+                load_tool_contract(path)
+            except ContractError as exc:
+                problems.append(str(exc))
+                continue
+            if "." not in path.stem:
+                problems.append(f"{path}: no local tool named {path.stem!r}; delete the file, "
+                                "register the tool, or name an MCP tool <server>.<tool>")
+            pinned_count += 1
+    if problems:
+        raise ContractCheckFailed(problems)
+    return len(local) + pinned_count

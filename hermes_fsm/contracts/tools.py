@@ -1,0 +1,242 @@
+"""Tool contracts: one versioned YAML file per tool in ``contracts/tools/<name>.yaml``.
+
+A contract says everything the executor and a model need to know about a tool::
+
+    name: inventory_lookup
+    version: 1.0.0
+    description: Look up how many units of a product are in stock ... (written for a model)
+    side_effects: read              # read | write | destructive
+    idempotent: true                # optional; default: true for read tools only
+    timeout_s: 5
+    retry: {max_attempts: 3, backoff_s: 0.1, multiplier: 2, max_backoff_s: 2, jitter: 0.2}
+    permissions: []                 # roles or grants the caller needs (all of them)
+    errors:                         # the codes the tool may fail with
+      NOT_FOUND: {retryable: false, description: no such SKU}
+    on_output_violation: fail       # fail | log_only | {fallback: other_tool}
+    input_schema: {...}             # JSON Schema of the arguments
+    output_schema: {...}            # JSON Schema of the output (optional)
+
+A malformed file is refused at load with its file, line and field.
+
+>>> contract = ToolContract(name="add", version="1.0.0", description="Add two integers.",
+...                         input_schema={"type": "object"})
+>>> contract.retry.max_attempts, contract.error_is_retryable("TIMEOUT")
+(1, True)
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from hermes_fsm._internal.data import data_path
+from hermes_fsm._internal.yaml_lines import (
+    LineDict,
+    YamlProblem,
+    line_at,
+    load_yaml_file,
+    load_yaml_text,
+)
+from hermes_fsm.contracts.retry import RetryPolicy
+from hermes_fsm.errors import ContractError
+
+__all__ = [
+    "BUILTIN_ERRORS",
+    "ErrorCode",
+    "Fallback",
+    "ToolContract",
+    "default_tool_contract_dir",
+    "dump_tool_contract",
+    "load_tool_contract",
+    "load_tool_contracts",
+]
+
+_SEMVER = re.compile(r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)$")
+
+BUILTIN_ERRORS: dict[str, bool] = {
+    "VALIDATION_FAILED": False,  # arguments broke the input schema: not called
+    "UNKNOWN_TOOL": False,
+    "PERMISSION_DENIED": False,
+    "CIRCUIT_OPEN": False,  # the tool keeps failing; its breaker is open
+    "TIMEOUT": True,
+    "SERVER_UNAVAILABLE": True,  # an MCP server is down or restarting
+    "OUTPUT_VIOLATION": False,  # the output broke the output schema (policy: fail)
+    "OUTCOME_UNKNOWN": False,  # a crash hid whether a non-idempotent call ran: not repeated
+    "TOOL_ERROR": False,
+    "TOOL_EXCEPTION": False,
+}
+"""Error codes every tool may return, and whether each is retryable."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ErrorCode(_Strict):
+    """An error code a tool may fail with."""
+
+    retryable: bool
+    description: str = ""
+
+
+class Fallback(_Strict):
+    """Output-violation policy: call another tool with the same arguments instead."""
+
+    fallback: str = Field(min_length=1)
+
+
+class ToolContract(_Strict):
+    """The versioned contract of one tool (see the module docstring for the file format)."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z_][\w.-]*$")
+    version: str
+    description: str = Field(min_length=1)
+    side_effects: Literal["read", "write", "destructive"] = "read"
+    idempotent: bool | None = None  # None: read tools are, write/destructive ones are not
+    timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
+    retry: RetryPolicy = RetryPolicy()
+    permissions: tuple[str, ...] = ()
+    errors: dict[str, ErrorCode] = {}
+    on_output_violation: Literal["fail", "log_only"] | Fallback = "fail"
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any] | None = None
+
+    @field_validator("version")
+    @classmethod
+    def _semver(cls, value: str) -> str:
+        if not _SEMVER.match(value):
+            raise ValueError(f"version {value!r} is not MAJOR.MINOR.PATCH (e.g. '1.0.0')")
+        return value
+
+    @field_validator("timeout_s", mode="before")
+    @classmethod
+    def _int_is_a_float(cls, value: Any) -> Any:
+        return float(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @field_validator("input_schema", "output_schema")
+    @classmethod
+    def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value is not None:
+            try:
+                jsonschema.Draft202012Validator.check_schema(value)
+            except jsonschema.SchemaError as exc:
+                raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+        return value
+
+    def error_is_retryable(self, code: str) -> bool:
+        """Whether ``code`` is retryable: the contract's table, then the built-in codes."""
+        declared = self.errors.get(code)
+        if declared is not None:
+            return declared.retryable
+        return BUILTIN_ERRORS.get(code, False)
+
+    @property
+    def is_idempotent(self) -> bool:
+        """Whether making the call twice does no more than making it once.
+
+        ``idempotent`` when given; else true for ``read`` tools only. A durable turn
+        resumed after a crash repeats a call of unknown outcome only if this holds.
+        """
+        return self.idempotent if self.idempotent is not None else self.side_effects == "read"
+
+    @property
+    def fallback(self) -> str | None:
+        """The fallback tool of the output-violation policy, if it is one."""
+        policy = self.on_output_violation
+        return policy.fallback if isinstance(policy, Fallback) else None
+
+    def to_document(self) -> dict[str, Any]:
+        """The contract as the plain mapping written to YAML (stable field order)."""
+        doc = self.model_dump(mode="json", exclude_none=True)
+        doc["retry"] = self.retry.model_dump()
+        return doc
+
+
+def default_tool_contract_dir() -> Path:
+    """``contracts/tools`` of the source checkout (through the package's data link)."""
+    return data_path("contracts", "tools")
+
+
+def dump_tool_contract(contract: ToolContract) -> str:
+    """The YAML text of a contract, stable so that re-exporting changes nothing."""
+    return yaml.safe_dump(contract.to_document(), sort_keys=False, allow_unicode=True,
+                          width=100)
+
+
+def load_tool_contract(path: str | Path) -> ToolContract:
+    """Load one contract file.
+
+    Raises:
+        ContractError: unreadable or malformed, with the file, the line and the field.
+    """
+    return _parse(lambda: load_yaml_file(path), str(path))
+
+
+def parse_tool_contract(text: str, source: str = "<tool contract>") -> ToolContract:
+    """Parse a contract from YAML text; ``source`` names it in errors (raises ContractError)."""
+    return _parse(lambda: load_yaml_text(text, source), source)
+
+
+def load_tool_contracts(directory: str | Path) -> dict[str, ToolContract]:
+    """Every ``*.yaml`` contract of ``directory`` by tool name ({} when it does not exist).
+
+    Raises:
+        ContractError: a malformed file, or a file whose name is not its tool's name.
+    """
+    directory = Path(directory)
+    contracts: dict[str, ToolContract] = {}
+    if not directory.is_dir():
+        return contracts
+    for path in sorted(directory.glob("*.yaml")):
+        contract = load_tool_contract(path)
+        if path.stem != contract.name:
+            raise ContractError(f"{path}:1: name: the file of tool {contract.name!r} must be "
+                                f"named {contract.name}.yaml; rename the file or the tool")
+        contracts[contract.name] = contract
+    return contracts
+
+
+def _parse(read: Any, source: str) -> ToolContract:
+    try:
+        doc = read()
+    except YamlProblem as exc:
+        raise ContractError(f"{source}:{exc.line or 1}: {exc.problem}") from None
+    except OSError as exc:
+        raise ContractError(f"{source}: cannot read the tool contract ({exc})") from None
+    if not isinstance(doc, LineDict):
+        raise ContractError(f"{source}:1: a tool contract is a mapping with name, version, "
+                            "description, input_schema ...; see hermes_fsm.contracts.tools")
+    try:
+        return ToolContract.model_validate(doc)
+    except ValidationError as exc:
+        raise ContractError("\n".join(_explain(source, doc, err) for err in exc.errors())) from None
+
+
+def _explain(source: str, doc: LineDict, err: Mapping[str, Any]) -> str:
+    loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p[:1].isupper()
+                                              and p not in _keys(doc, err["loc"])))
+    field = ".".join(str(p) for p in loc) or "file"
+    if err["type"] == "extra_forbidden":
+        what = "unknown field; remove it or check its spelling"
+    elif err["type"] == "missing":
+        what = "this required field is missing; add it"
+    else:
+        what = str(err["msg"]).removeprefix("Value error, ")
+    return f"{source}:{line_at(doc, loc) or 1}: {field}: {what}"
+
+
+def _keys(doc: Any, loc: Any) -> set[Any]:
+    """Every key along ``loc`` (to tell data keys from pydantic's union-branch labels)."""
+    keys: set[Any] = set()
+    node = doc
+    for part in loc:
+        if isinstance(node, dict):
+            keys |= set(node)
+            node = node.get(part)
+    return keys

@@ -1,0 +1,138 @@
+"""The demo MCP server on the ``mcp`` SDK: the demo calendar over stdio or streamable HTTP.
+
+Run it over stdio (what the embedded configuration does) or streamable HTTP::
+
+    python -m hermes_fsm.demo.mcp_server                       # stdio
+    python -m hermes_fsm.demo.mcp_server --http --port 8931    # http://127.0.0.1:8931/mcp
+
+Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SKU),
+``create_reminder``, ``count_slowly`` (reports progress), ``server_pid`` (tests kill the
+process by it), ``add_tool`` (adds a tool at run time and announces
+``tools/list_changed``). Resources: ``demo://calendar`` (every event as JSON). Prompts:
+``plan_my_day``. Built on ``mcp.server.MCPServer`` (the 2.x FastMCP), so it speaks both
+the 2026-07-28 protocol and the 2025-11-25 handshake. (The embedded configuration runs the
+dependency-free :mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from collections.abc import Sequence
+
+from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.types import ToolAnnotations
+from typing_extensions import TypedDict
+
+from hermes_fsm.demo import calendar as demo_calendar
+from hermes_fsm.demo.calendar import CALENDAR, CALENDAR_QUERY
+
+__all__ = ["build_server", "main"]
+
+class Event(TypedDict):
+    """A calendar entry."""
+
+    date: str
+    title: str
+    warehouse: str
+
+
+class Events(TypedDict):
+    """What calendar_query returns."""
+
+    query: str
+    events: list[Event]
+
+
+class Reminder(TypedDict):
+    """A reminder the server keeps."""
+
+    id: str
+    text: str
+    due: str
+
+
+def calendar_query(query: str, warehouse: str | None = None, limit: int = 3) -> Events:
+    """Calendar events whose title contains ``query`` (see :data:`CALENDAR_QUERY`)."""
+    found = demo_calendar.calendar_query(query, warehouse, limit)
+    return Events(query=found["query"], events=found["events"])
+
+
+def build_server() -> MCPServer:
+    """A fresh demo server (each has its own reminders)."""
+    server: MCPServer = MCPServer(
+        "hermes-demo", instructions="A demo calendar: restocks, stocktakes and reminders.")
+    reminders: list[Reminder] = []
+    read_only = ToolAnnotations(read_only_hint=True)
+
+    server.tool(annotations=read_only, description=CALENDAR_QUERY)(calendar_query)
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    def create_reminder(text: str, due: str) -> Reminder:
+        """Create a reminder with a text and a due time (free text, e.g. 'tomorrow 9:00')."""
+        reminder = Reminder(id=f"m{len(reminders) + 1}", text=text, due=due)
+        reminders.append(reminder)
+        return reminder
+
+    @server.tool(annotations=read_only)
+    async def count_slowly(steps: int, ctx: Context, delay_s: float = 0.01) -> dict[str, int]:
+        """Count to `steps`, waiting `delay_s` between steps and reporting progress."""
+        for step in range(1, steps + 1):
+            await asyncio.sleep(delay_s)
+            await ctx.report_progress(step, steps, f"step {step} of {steps}")
+        return {"counted": steps}
+
+    @server.tool(annotations=read_only)
+    def server_pid() -> dict[str, int]:
+        """The process id of this server (tests use it to kill the server)."""
+        return {"pid": os.getpid()}
+
+    @server.tool()
+    async def add_tool(name: str, ctx: Context) -> dict[str, str]:
+        """Add a tool `name` that echoes its text, and announce the changed tool list."""
+
+        def echo(text: str) -> str:
+            return text
+
+        server.add_tool(echo, name=name, description=f"Echo a text ({name}).")
+        await ctx.notify_tools_changed()  # 2026-07-28 listeners
+        session = ctx.request_context.session
+        if hasattr(session, "send_tool_list_changed"):  # 2025-11-25 connections
+            await session.send_tool_list_changed()
+        return {"added": name}
+
+    @server.resource("demo://calendar", mime_type="application/json")
+    def calendar() -> str:
+        """Every event on the demo calendar, as JSON."""
+        return json.dumps(list(CALENDAR))
+
+    @server.prompt()
+    def plan_my_day(date: str) -> str:
+        """Ask for a plan of the day from the calendar."""
+        events = [e["title"] for e in CALENDAR if e["date"] == date]
+        return f"Plan my day on {date}. Calendar: {', '.join(events) or 'nothing scheduled'}."
+
+    return server
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the demo server over stdio (default) or streamable HTTP (``--http``)."""
+    parser = argparse.ArgumentParser(prog="python -m hermes_fsm.demo.mcp_server",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("--http", action="store_true", help="serve streamable HTTP")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8931)
+    args = parser.parse_args(argv)
+    server = build_server()
+    if args.http:
+        server.run("streamable-http", host=args.host, port=args.port)
+    else:
+        server.run("stdio")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
+

@@ -1,0 +1,644 @@
+"""Context building: what each brain request gets, within the model's token budget.
+
+The budget is the model's context window (``max_context_tokens``, or its entry in
+``models``) less the tokens reserved for the answer (``reserved_output_tokens``). It is
+split across the parts of a request:
+
+========== ======================================= ==========================================
+part       what                                    when it is over
+========== ======================================= ==========================================
+system     the state's instructions and contract   never cut: measured, taken off the top
+           JSON Schema
+steps      this turn's earlier outputs (the facts  never cut (an answer must cite them)
+           to cite) and a retry's refusal
+input      the user's message                      over its cap: :class:`ContextOverflow`
+                                                   before the turn (default), or cut to the
+                                                   cap (``on_input_overflow: truncate``)
+memory     the recalled-memory block               lines dropped from the bottom: past tool
+                                                   outcomes, then the lowest-scored memories
+tools      tool schemas (planning contracts only)  the tools least related to the message
+                                                   dropped first (later ones among equals)
+history    rolling summary + recent messages       oldest messages first, then the summary
+========== ======================================= ==========================================
+
+Each capped part has a cap in tokens (``caps``) or a share of the budget (``shares``).
+When the fixed parts (system, steps, input) leave less room than memory, tools and
+history want, their caps shrink in proportion, so a prompt never exceeds the budget
+unless the fixed parts alone do (reported as ``overflow``, never silent).
+
+**Sliding window and rolling summary.** Once per turn (at its first brain request), the
+session's history is fitted to its cap: when the messages are over the window's share
+(the history cap less the summary's ``summary_share``) or over ``history_window - 2``
+messages (room for this turn's two), the oldest are folded into the session's rolling
+summary until the history is at ``fold_target`` of those limits (so the summarizer runs
+every few turns, not every turn). The brain writes the summary (its ``summarize``,
+under ``summary_timeout_s`` and at most half the state's timeout); a brain without one,
+or one that fails, times out or answers nothing, gets the extractive summarizer of
+:mod:`hermes_fsm.brain.summary`, and the event records why. The summary is part of the
+session's checkpoint; a session rebuilt from its events replays the folds
+(:func:`apply_context_event`).
+
+Every brain request leaves a ``context_built`` event
+(:class:`~hermes_fsm.events.model.ContextBuilt`) with the tokens per part, the caps, what was
+dropped, folded or cut. One per request, not one per turn, because the parts differ by
+request: tools are in the prompt only when planning, memory at PLANNING adds past
+outcomes, earlier outputs grow as the turn goes, a retry adds its refusal — only a
+per-request event says what the model saw. The costly step, folding (which may call a
+model), still runs once per turn; the event of the request that did it carries
+``folded`` and the new ``summary``.
+
+>>> budget = ContextConfig(max_context_tokens=4096, reserved_output_tokens=512).budget()
+>>> budget.available, budget.caps["history"], budget.summary_cap
+(3584, 1254, 501)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from hermes_fsm.brain.prompt import (
+    OUTPUTS_HEADER,
+    history_block,
+    input_block,
+    memory_block,
+    plans_tools,
+    repair_message,
+    summary_block,
+    system_prompt,
+    tools_block,
+)
+from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest, ToolDescription
+from hermes_fsm.brain.summary import compress_summary, extractive_summary, truncate_tokens
+from hermes_fsm.brain.tokens import CalibratedCounter, TokenCounter, build_counter
+from hermes_fsm.errors import BrainError, ConfigError, ContextOverflow
+
+if TYPE_CHECKING:
+    from hermes_fsm.engine.turn import TurnContext
+
+__all__ = ["ContextBudget", "ContextBuilder", "ContextConfig", "Summary", "apply_context_event"]
+
+Part = Literal["memory", "tools", "history", "input"]
+PARTS: tuple[Part, ...] = ("memory", "tools", "history", "input")
+DEFAULT_SHARES: dict[Part, float] = {"memory": 0.15, "tools": 0.2, "history": 0.35,
+                                     "input": 0.2}
+_WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
+
+
+class ContextConfig(BaseModel):
+    """The ``context:`` section of the configuration (every field has a default).
+
+    ::
+
+        context:
+          max_context_tokens: 8192        # the model's window
+          models: {gpt-4o-mini: 128000}   # per model name (wins over max_context_tokens)
+          reserved_output_tokens: 1024    # kept free for the answer
+          shares: {memory: 0.15, tools: 0.2, history: 0.35, input: 0.2}  # of the budget
+          caps: {tools: 1500}             # tokens; a cap wins over the part's share
+          summary_share: 0.4              # of the history cap, for the rolling summary
+          fold_target: 0.5                # fold history down to this fraction of its limits
+          on_input_overflow: error        # or truncate
+          summary_timeout_s: 20
+          tokenizer: auto                 # heuristic | calibrated | path/to/tokenizer.json
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_context_tokens: int = Field(default=8192, ge=256)
+    models: dict[str, int] = {}
+    reserved_output_tokens: int = Field(default=1024, ge=0)
+    shares: dict[Part, float] = Field(default_factory=lambda: dict(DEFAULT_SHARES))
+    caps: dict[Part, int] = {}
+    summary_share: float = Field(default=0.4, gt=0.0, lt=1.0)
+    fold_target: float = Field(default=0.5, gt=0.0, le=1.0)
+    on_input_overflow: Literal["error", "truncate"] = "error"
+    summary_timeout_s: float = Field(default=20.0, gt=0.0)
+    tokenizer: str = "auto"
+
+    @model_validator(mode="after")
+    def _check(self) -> ContextConfig:
+        shares = {**DEFAULT_SHARES, **self.shares}
+        if bad := sorted(p for p, v in shares.items() if not 0.0 < v <= 1.0):
+            raise ValueError(f"shares of {bad} must be in (0, 1]")
+        if (total := sum(shares.values())) > 1.0 + 1e-9:
+            raise ValueError(f"shares add up to {total:.2f}; they split one budget (with the "
+                             "system prompt and the turn's outputs), keep their sum at most 1")
+        self.shares = shares
+        if bad := sorted(p for p, v in self.caps.items() if v < 1):
+            raise ValueError(f"caps of {bad} must be at least 1 token")
+        windows = {"max_context_tokens": self.max_context_tokens,
+                   **{f"models.{m}": w for m, w in self.models.items()}}
+        for where, window in windows.items():
+            if window - self.reserved_output_tokens < 128:
+                raise ValueError(f"reserved_output_tokens ({self.reserved_output_tokens}) "
+                                 f"leaves less than 128 tokens of {where} ({window}); "
+                                 "lower it or raise the window")
+        return self
+
+    def budget(self, model: str | None = None, max_output: int | None = None
+               ) -> ContextBudget:
+        """The budget for ``model`` (its ``models`` entry, else ``max_context_tokens``).
+
+        ``max_output``: the brain's own answer limit (``brain.max_tokens``); it is the
+        reserve unless ``reserved_output_tokens`` was set explicitly.
+
+        Raises:
+            ConfigError: ``max_output`` leaves less than 128 tokens of the window.
+        """
+        window = self.models.get(model, self.max_context_tokens) if model else \
+            self.max_context_tokens
+        reserved = self.reserved_output_tokens
+        if max_output is not None and "reserved_output_tokens" not in self.model_fields_set:
+            reserved = max_output
+            if window - reserved < 128:
+                raise ConfigError(f"brain.max_tokens ({max_output}) leaves less than 128 "
+                                  f"tokens of the context window ({window}) for the prompt; "
+                                  "lower it, or set context.max_context_tokens (or "
+                                  "context.models) to the model's real window")
+        available = window - reserved
+        caps: dict[str, int] = {p: self.caps.get(p, int(self.shares[p] * available))
+                                for p in PARTS}
+        return ContextBudget(window, reserved, available, caps,
+                             int(caps["history"] * self.summary_share))
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBudget:
+    """A resolved budget: the window, the reserve, what a prompt may use, the part caps."""
+
+    window: int
+    reserved_output: int
+    available: int
+    caps: Mapping[str, int]
+    summary_cap: int
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A summary as written: the text, who wrote it, why the brain's was not used, and
+    whether it had to be cut to its budget."""
+
+    text: str
+    summarizer: str
+    error: str | None = None
+    cut: bool = False
+
+
+@dataclass(slots=True)
+class _Fold:
+    folded: int
+    summary: Summary
+
+
+class ContextBuilder:
+    """Fits each brain request into the token budget (see the module docs).
+
+    Args:
+        config: the budget and rules (default: :class:`ContextConfig` defaults).
+        brain: the brain (its ``model`` picks the window from ``config.models``, its
+            ``max_tokens`` is the output reserve unless ``reserved_output_tokens`` is set;
+            a brain that reports usage gets the calibrated counter with ``tokenizer: auto``).
+        counter: the token counter (default: from ``config.tokenizer``).
+        history_window: the session's most messages (the orchestrator's).
+    """
+
+    def __init__(self, config: ContextConfig | None = None, *, brain: Any = None,
+                 counter: TokenCounter | None = None, history_window: int = 20) -> None:
+        self.config = config if config is not None else ContextConfig()
+        self.counter = counter if counter is not None else build_counter(
+            self.config.tokenizer, brain)
+        model, max_output = getattr(brain, "model", None), getattr(brain, "max_tokens", None)
+        self.budget = self.config.budget(model if isinstance(model, str) else None,
+                                         max_output if isinstance(max_output, int) else None)
+        self.history_window = history_window
+        self._outputs: dict[int, tuple[Any, str, int]] = {}  # id → (output, name, tokens)
+        self._last_history: tuple[Any, list[int]] | None = None  # (history, line costs)
+        self._header: tuple[Any, int] | None = None  # (counter ratio, tokens)
+        self._tools: tuple[Any, Any, int] | None = None  # (tools list, ratio, tokens)
+        self._settled: tuple[Any, str, Any] | None = None  # (history, summary, ratio): no fold
+        self._blocks: dict[Any, tuple[str, Any, int]] = {}  # block → (text, ratio, tokens)
+
+    # --- the input ----------------------------------------------------------------------
+
+    def check_input(self, text: str) -> None:
+        """Refuse a message that alone is over the input cap (``on_input_overflow: error``).
+
+        Raises:
+            ContextOverflow: says how big it is, the cap, and what to change.
+        """
+        if self.config.on_input_overflow != "error":
+            return
+        tokens = self.counter.count(input_block(text))
+        cap = self.budget.caps["input"]
+        if tokens > cap:
+            b = self.budget
+            raise ContextOverflow(
+                f"the message is {tokens} tokens ({self.counter.name}) but the input budget "
+                f"is {cap} (context window {b.window}, {b.reserved_output} reserved for the "
+                "answer); shorten the message, raise context.caps.input or "
+                "context.max_context_tokens, or set context.on_input_overflow: truncate")
+
+    # --- one request ----------------------------------------------------------------------
+
+    async def build(self, turn: TurnContext, request: BrainRequest
+                    ) -> tuple[BrainRequest, dict[str, Any]]:
+        """The request with its context fitted to the budget, and the ``context_built``
+        event's fields.
+
+        Folds old history into the session's rolling summary first when it is over its
+        limits (in effect once per turn: after a fold it fits).
+
+        Raises:
+            ContextOverflow: the message is over its cap and ``on_input_overflow`` is error.
+        """
+        history = turn.history
+        last = self._last_history
+        if last is not None and last[0] is history:  # the same turn asks again: counted
+            costs = last[1]
+        else:
+            costs = self._costs(history)
+        summary, ratio = turn.session.summary, getattr(self.counter, "ratio", None)
+        settled = self._settled
+        if (settled is not None and settled[0] is history and settled[1] is summary
+                and settled[2] == ratio):
+            fold = None  # checked at this turn's previous request: nothing to fold
+        else:
+            fold = await self.fold(turn, costs)
+        if fold is not None:
+            costs = costs[fold.folded:]
+        else:
+            self._settled = (history, summary, ratio)
+        self._last_history = (turn.history, costs)
+        return self.compose(request, turn.history, turn.session.summary, fold, costs)
+
+    def compose(self, request: BrainRequest, history: Sequence[Mapping[str, str]],
+                summary: str, fold: _Fold | None = None, costs: Sequence[int] | None = None
+                ) -> tuple[BrainRequest, dict[str, Any]]:
+        """Fit ``request`` with ``history`` and ``summary`` to the budget (no folding).
+
+        ``costs`` are the tokens of each history message's line, if known. Parts are
+        measured piece by piece (a message, a memory line), so they add up.
+        """
+        count, b = self.counter.count, self.budget
+        costs = costs if costs is not None else self._costs(history)
+        header = self._history_header()
+        truncated: list[str] = []
+        system = count(system_prompt(request))
+        steps = self._steps(request)
+        text = request.text
+        input_tokens = self._block_tokens(input_block, text)
+        if input_tokens > b.caps["input"]:
+            if self.config.on_input_overflow == "error":
+                self.check_input(text)  # raises, with the explanation
+            label = count(input_block(""))
+            text = truncate_tokens(text, b.caps["input"] - label, self.counter)
+            input_tokens = count(input_block(text))
+            truncated.append("input")
+        plans = plans_tools(request)
+        memory_tokens = self._block_tokens(memory_block, request.memory)
+        tools_tokens = self._tools_cost(request.tools) if plans else 0
+        summary_tokens = self._block_tokens(summary_block, summary)
+        history_tokens = header + sum(costs) if history else 0
+        need = {"memory": memory_tokens, "tools": tools_tokens,
+                "history": summary_tokens + history_tokens}
+        caps = b.caps
+        want = {"memory": min(memory_tokens, caps["memory"]),
+                "tools": min(tools_tokens, caps["tools"]),
+                "history": min(need["history"], caps["history"])}
+        grant = _share(want, b.available - system - steps - input_tokens)
+        dropped: dict[str, int] = {}
+        memory, lines = request.memory, 0
+        if memory_tokens > grant["memory"]:
+            memory, lines = self._trim_memory(memory, grant["memory"])
+            memory_tokens = count(memory_block(memory))
+        if lines:
+            dropped["memory"] = lines
+        tools: Sequence[ToolDescription] = request.tools
+        gone: list[str] = []
+        if plans and tools_tokens > grant["tools"]:
+            tools, gone = self._trim_tools(tools, text, grant["tools"])
+            tools_tokens = self._tools_cost(tools)
+        if gone:
+            dropped["tools"] = len(gone)
+        window: Sequence[Mapping[str, str]]
+        if need["history"] > grant["history"]:
+            window, costs, summary_sent, messages, cut = self._trim_history(
+                history, costs, summary, grant["history"])
+            summary_tokens = count(summary_block(summary_sent))
+            history_tokens = header + sum(costs) if window else 0
+        else:  # it fits: sent as is
+            window, summary_sent, messages, cut = history, summary, 0, False
+        if messages:
+            dropped["history"] = messages
+        if cut:
+            truncated.append("summary")
+        parts = {"system": system,
+                 "summary": summary_tokens,
+                 "history": history_tokens,
+                 "memory": memory_tokens,
+                 "tools": tools_tokens,
+                 "steps": steps,
+                 "input": input_tokens}
+        used = sum(parts.values())
+        fields: dict[str, Any] = {
+            "state": request.state, "attempt": request.attempt, "counter": self.counter.name,
+            "window": b.window, "reserved_output": b.reserved_output, "budget": b.available,
+            "used": used, "parts": parts, "caps": {**grant, "input": b.caps["input"]},
+            "dropped": dropped, "dropped_tools": gone, "truncated": truncated,
+            "overflow": max(0, used - b.available)}
+        if fold is not None:
+            fields.update(folded=fold.folded, summary=fold.summary.text,
+                          summarizer=fold.summary.summarizer, summary_error=fold.summary.error)
+            if fold.summary.cut and "summary" not in truncated:
+                truncated.append("summary")
+        sent_tools, sent_window = tuple(tools), tuple(window)
+        if (text is request.text and memory is request.memory and sent_tools is request.tools
+                and sent_window is request.history and summary_sent == request.summary):
+            return request, fields  # nothing to change (the common case)
+        built = replace(request, text=text, memory=memory, tools=sent_tools,
+                        history=sent_window, summary=summary_sent)
+        return built, fields
+
+    def observe(self, used: int, usage: Mapping[str, int], source: str | None) -> None:
+        """Learn from what the server counted for a request we estimated at ``used``
+        (only a calibrated counter learns; only from server- or tokenizer-counted usage)."""
+        counter = self.counter
+        prompt = usage.get("prompt_tokens")
+        if (isinstance(counter, CalibratedCounter) and prompt
+                and source in ("server", "tokenizer")):
+            counter.observe(round(used / counter.ratio), prompt)
+
+    # --- the rolling summary --------------------------------------------------------------
+
+    async def fold(self, turn: TurnContext, costs: Sequence[int] | None = None
+                   ) -> _Fold | None:
+        """Fold the oldest messages of the turn's session into its rolling summary when the
+        history is over its limits; ``None`` when nothing had to change.
+
+        ``costs``: the tokens of each message's line, if already counted."""
+        session, b, count = turn.session, self.budget, self.counter.count
+        history = list(turn.history)
+        window_cap = max(0, b.caps["history"] - b.summary_cap - self._history_header())
+        limit = max(0, self.history_window - 2)
+        costs = list(costs) if costs is not None else self._costs(history)
+        total = sum(costs)
+        n = 0
+        if len(history) > limit or total > window_cap:
+            target = self.config.fold_target
+            max_messages, max_tokens = int(limit * target), int(window_cap * target)
+            while n < len(history) and (len(history) - n > max_messages or total > max_tokens):
+                total -= costs[n]
+                n += 1
+            if n < len(history) and history[n].get("role") == "assistant":
+                n += 1  # keep turns whole: no answer without its question
+        previous = session.summary
+        if n == 0 and count(summary_block(previous)) <= b.summary_cap:
+            return None
+        timeout = self.config.summary_timeout_s
+        state_timeout = turn.state.timeout_s if turn.state is not None else None
+        if state_timeout:
+            timeout = min(timeout, state_timeout / 2)  # leave the state time to answer
+        summary = await self.summarize(turn.services.brain, turn.user_id, turn.session_id,
+                                       previous, history[:n], timeout)
+        if session.history[:n] == history[:n]:
+            del session.history[:n]
+        else:  # pragma: no cover - the turn's snapshot is the session's history
+            session.history = [dict(m) for m in history[n:]]
+        session.summary = summary.text
+        turn.history = tuple(history[n:])
+        return _Fold(n, summary)
+
+    async def summarize(self, brain: Any, user_id: str, session_id: str, previous: str,
+                        messages: Sequence[Mapping[str, str]],
+                        timeout_s: float | None = None) -> Summary:
+        """``previous`` with ``messages`` folded in, within the summary budget: by the
+        brain's ``summarize`` (under ``timeout_s``), else — or when it fails, times out or
+        answers nothing — by the extractive summarizer. Never raises (but cancellation)."""
+        counter = self.counter
+        header = counter.count(summary_block("x")) - counter.count("x")
+        limit = max(1, self.budget.summary_cap - header)  # the block, header included, fits
+        timeout_s = self.config.summary_timeout_s if timeout_s is None else timeout_s
+        summarize = getattr(brain, "summarize", None)
+        error: str | None = None
+        if summarize is not None:
+            request = SummaryRequest(user_id, session_id, previous, tuple(messages), limit,
+                                     counter)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    text = await summarize(request)
+                if isinstance(text, BrainReply):
+                    text = text.output
+                if not isinstance(text, str) or not text.strip():
+                    raise BrainError("the brain's summary was empty")
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                if isinstance(exc, TimeoutError):
+                    error = f"TimeoutError: no summary within {timeout_s:g}s"
+            else:
+                text = text.strip()
+                if counter.count(text) <= limit:
+                    return Summary(text, str(getattr(brain, "name", "brain")))
+                return Summary(compress_summary(text, limit, counter),
+                               str(getattr(brain, "name", "brain")), cut=True)
+        return Summary(extractive_summary(previous, messages, limit, counter), "extractive",
+                       error)
+
+    # --- trimming ---------------------------------------------------------------------------
+
+    def _trim_memory(self, memory: str, limit: int) -> tuple[str, int]:
+        """The memory block within ``limit`` (its header included) and how many lines went:
+        item lines (``- ...``) from the bottom, headers left without items with them."""
+        count = self.counter.count
+        if not memory or count(memory_block(memory)) <= limit:
+            return memory, 0
+        lines = memory.split("\n")
+        header = count(memory_block("x")) - count("x")
+        costs = [count(line) for line in lines]
+        keep = [True] * len(lines)
+        items = [i for i, line in enumerate(lines) if line.startswith("- ")]
+        if not items:  # not itemized: cut it
+            return truncate_tokens(memory, max(0, limit - header), self.counter), 1
+
+        def kept_lines() -> list[int]:
+            out: list[int] = []
+            pending: list[int] = []
+            after_item = False
+            for i, line in enumerate(lines):
+                if line.startswith("- "):
+                    if keep[i]:
+                        out += [*pending, i]
+                        pending = []
+                    after_item = True
+                else:
+                    if after_item:
+                        pending = []  # a new section: the last one's header went with its items
+                    pending.append(i)
+                    after_item = False
+            return out
+
+        dropped = 0
+        for index in reversed(items):
+            if header + sum(costs[i] for i in kept_lines()) <= limit:
+                break
+            keep[index] = False
+            dropped += 1
+        text = "\n".join(lines[i] for i in kept_lines()).strip("\n")
+        if text and count(memory_block(text)) > limit:  # even the best item alone is over
+            dropped += sum(keep[i] for i in items)
+            text = ""
+        return text, dropped
+
+    def _trim_tools(self, tools: Sequence[ToolDescription], text: str, limit: int
+                    ) -> tuple[Sequence[ToolDescription], list[str]]:
+        """The tools within ``limit`` and the names of those left out: the ones sharing
+        the fewest words with the message go first, the later ones among equals."""
+        count = self.counter.count
+        if self._tools_cost(tools) <= limit:
+            return tools, []  # the same list: its count stays cached
+        kept = list(tools)
+        words = {w.lower() for w in _WORD.findall(text)}
+        relevance = {t.name: len(words & {w.lower() for w in _WORD.findall(
+            f"{t.name.replace('_', ' ')} {t.description}")}) for t in kept}
+        order = sorted(range(len(kept)), key=lambda i: (relevance[kept[i].name], -i))
+        gone: set[int] = set()
+        for index in order:
+            if count(tools_block([t for i, t in enumerate(kept) if i not in gone])) <= limit:
+                break
+            gone.add(index)
+        return ([t for i, t in enumerate(kept) if i not in gone],
+                [kept[i].name for i in sorted(gone)])
+
+    def _steps(self, request: BrainRequest) -> int:
+        """Tokens of the earlier outputs of the turn (and a retry's refusal), counted output
+        by output: each output is counted once, however many requests show it."""
+        count = self.counter.count
+        total = count(repair_message(request))
+        if not request.outputs:
+            return total
+        total += count(OUTPUTS_HEADER)
+        cache = self._outputs
+        for name, output in request.outputs.items():
+            hit = cache.get(id(output))
+            if hit is None or hit[0] is not output or hit[1] != name:
+                if len(cache) >= 256:  # a turn shows a few: keep few alive (GC)
+                    cache.clear()
+                dumped = output.__pydantic_serializer__.to_json(output).decode()  # model_dump_json
+                quoted = _QUOTED.get(name)
+                if quoted is None:
+                    quoted = _QUOTED[name] = json.dumps(name)
+                text = f'{{{quoted}:{dumped}}}'
+                hit = cache[id(output)] = (output, name, count(text))  # braces: the commas
+            total += hit[2]
+        return total
+
+    def _block_tokens(self, block: Any, text: str) -> int:
+        """``count(block(text))``, kept for the last text of each block: a turn's message,
+        memory and summary are measured again at each of its requests."""
+        ratio = getattr(self.counter, "ratio", None)
+        last = self._blocks.get(block)
+        if last is not None and last[0] is text and last[1] == ratio:
+            return last[2]
+        tokens = self.counter.count(block(text))
+        self._blocks[block] = (text, ratio, tokens)
+        return tokens
+
+    def _costs(self, history: Sequence[Mapping[str, str]]) -> list[int]:
+        """The tokens of each message's line in the history block."""
+        count = self.counter.count
+        return [count(_line(m)) for m in history]
+
+    def _history_header(self) -> int:
+        """The history block's header tokens (fixed for a counter: cached per its ratio)."""
+        key = getattr(self.counter, "ratio", None)
+        cached = self._header
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        count = self.counter.count
+        tokens = count(history_block([{"role": "x", "content": ""}])) - count("x: ")
+        self._header = (key, tokens)
+        return tokens
+
+    def _tools_cost(self, tools: Sequence[ToolDescription]) -> int:
+        """The tools block's tokens: the catalog describes the same tools turn after turn,
+        so the last catalog's count is kept (by names, descriptions, schemas and ratio)."""
+        key = (getattr(self.counter, "ratio", None),
+               tuple((t.name, t.description, id(t.input_schema)) for t in tools))
+        cached = self._tools
+        if cached is not None and cached[1] == key:
+            return cached[2]
+        tokens = self.counter.count(tools_block(tools))
+        self._tools = (list(tools), key, tokens)  # the list keeps the schemas (their ids) alive
+        return tokens
+
+    def _trim_history(self, history: Sequence[Mapping[str, str]], costs: Sequence[int],
+                      summary: str, limit: int
+                      ) -> tuple[list[Mapping[str, str]], list[int], str, int, bool]:
+        """The window and summary within ``limit``: the oldest messages go first (whole
+        turns), then the summary's oldest lines, then it is cut. Returns the window, its
+        costs, the summary, how many messages went, and whether the summary was cut."""
+        count = self.counter.count
+        window = list(history)
+        costs = list(costs)
+        header = self._history_header()
+        summary_cost = count(summary_block(summary))
+
+        def total() -> int:
+            return summary_cost + (header + sum(costs) if window else 0)
+
+        dropped = 0
+        while window and total() > limit:
+            window.pop(0)
+            costs.pop(0)
+            dropped += 1
+            if window and window[0].get("role") == "assistant":
+                window.pop(0)
+                costs.pop(0)
+                dropped += 1
+        cut = False
+        if summary and total() > limit:
+            cut = True
+            lines = summary.split("\n")
+            head = count(summary_block("x")) - count("x")
+            while len(lines) > 1 and head + sum(count(s) for s in lines) > limit:
+                lines.pop(0)  # the oldest line of the summary
+            summary = "\n".join(lines)
+            if head + count(summary) > limit:
+                summary = truncate_tokens(summary, max(0, limit - head), self.counter)
+        return window, costs, summary, dropped, cut
+
+
+_QUOTED: dict[str, str] = {}
+"""Contract names as JSON strings (there are a handful)."""
+
+
+def _line(message: Mapping[str, str]) -> str:
+    return f"{message.get('role', '?')}: {message.get('content', '')}"
+
+
+def _share(want: Mapping[str, int], room: int) -> dict[str, int]:
+    """Each part's grant: what it wants (within its cap), shrunk in proportion when the
+    room left by the fixed parts is smaller than the sum."""
+    room = max(0, room)
+    total = sum(want.values())
+    if total <= room:
+        return dict(want)
+    return {part: (tokens * room) // total for part, tokens in want.items()}
+
+
+def apply_context_event(session: Any, event: Mapping[str, Any]) -> None:
+    """Bring a session rebuilt from stored events up to a ``context_built`` event: a build
+    that changed the rolling summary folded its oldest ``folded`` messages into it."""
+    summary = event.get("summary")
+    if summary is None:
+        return
+    folded = int(event.get("folded") or 0)
+    if folded:
+        del session.history[:folded]
+    session.summary = summary

@@ -1,0 +1,276 @@
+"""Durable sessions: the engine's side of a session store and a lease.
+
+With a store, :class:`~hermes_fsm.engine.orchestrator.Orchestrator` runs every turn like this:
+
+1. take the session's lease (refused → :class:`SessionBusy`, or waited for with
+   ``busy_policy="queue"``);
+2. *claim* the session in the store (bumping its epoch, which fences any older holder)
+   and bring the cached session up to date: a session another process moved on (or one
+   never seen here) is rebuilt from its checkpoint plus the events after it;
+3. if the log ends in an unfinished turn (its process died), finish that turn first,
+   from the last completed step;
+4. run the turn, appending each step's events — one write per step — right after its
+   transition fired; the last write carries the turn's messages and a checkpoint;
+5. release the lease.
+
+Finishing a turn from the last completed step needs what the turn had built: its
+validated outputs (re-validated from the ``state_output`` events with each state's
+contract), attempt counter, taken-transition counts, path and failure routes. All of it
+is in the events; the engine knows nothing about specific states.
+
+Tool calls of a durable turn go through an :class:`EffectsJournal` (see
+:mod:`hermes_fsm.tools.executor`): a call that finished before a crash is not made again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+from hermes_fsm.engine.context import apply_context_event
+from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.turn import TurnContext
+from hermes_fsm.errors import SessionArchived, SessionBusy, SessionError, StaleWriter
+from hermes_fsm.store.lease import LeaseHold, LocalLease, SessionLease
+from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionStore
+
+if TYPE_CHECKING:
+    from hermes_fsm.engine.archive import ArchivedSession
+    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.engine.turn import TurnResult
+
+__all__ = ["DurableSessions", "EffectsJournal", "rebuild_turn"]
+
+
+class EffectsJournal:
+    """The effects journal of one session: tool calls by idempotency key.
+
+    The key of a call is ``<session_id>/<call_id>``; call ids are
+    ``<turn_id>-s<step>-c<index>``, so a key names (session, turn, step, call).
+    """
+
+    __slots__ = ("session_id", "store")
+
+    def __init__(self, store: SessionStore, session_id: str) -> None:
+        self.store, self.session_id = store, session_id
+
+    async def begin(self, call_id: str, tool: str) -> Effect | None:
+        """Record the call as started; ``None`` when it is new, else what is known of it."""
+        return await self.store.effect_begin(f"{self.session_id}/{call_id}", self.session_id,
+                                             tool)
+
+    async def finish(self, call_id: str, envelope: dict[str, Any]) -> None:
+        """Record the call's result envelope."""
+        await self.store.effect_finish(f"{self.session_id}/{call_id}", envelope)
+
+
+class DurableSessions:
+    """Runs an orchestrator's turns against a store under a lease (see the module docs).
+
+    Args:
+        orchestrator: the engine.
+        store: where sessions live.
+        lease: one writer per session (default: this process only).
+        queue_wait_s: how long a queued turn waits for the lease (``busy_policy="queue"``).
+    """
+
+    def __init__(self, orchestrator: Orchestrator, store: SessionStore,
+                 lease: SessionLease | None = None, queue_wait_s: float | None = None) -> None:
+        self.orchestrator = orchestrator
+        self.store = store
+        self.lease: SessionLease = lease if lease is not None else LocalLease()
+        self.queue_wait_s = (queue_wait_s if queue_wait_s is not None
+                             else orchestrator.graph.budget_s * 2)
+
+    async def run_turn(self, session_id: str | None, text: str, user_id: str) -> TurnResult:
+        """Lease, claim and sync the session, finish an interrupted turn, run this one."""
+        o = self.orchestrator
+        if session_id is None:
+            session_id = o.ids.new("session")
+        hold = await self._acquire(session_id)
+        try:
+            session, pending = await self._load(session_id, user_id)
+            if pending:
+                await self._finish_pending(session, pending, hold)
+            return await o._turn(session, text, user_id, hold=hold)
+        finally:
+            await hold.release()
+
+    async def resume(self, session_id: str) -> TurnResult | None:
+        """Finish the session's interrupted turn, if it has one (``None`` if not).
+
+        Raises:
+            SessionError: no such session in the store.
+            SessionBusy: another turn holds the session.
+        """
+        record = await self.store.get(session_id)
+        if record is None:
+            raise SessionError(f"session {session_id!r} is not in {self.store.name}; "
+                               "check the id (and that this process uses the same store)")
+        hold = await self._acquire(session_id)
+        try:
+            session, pending = await self._load(session_id, record.user_id)
+            if not pending:
+                return None
+            return await self._finish_pending(session, pending, hold)
+        finally:
+            await hold.release()
+
+    async def _acquire(self, session_id: str) -> LeaseHold:
+        wait = self.queue_wait_s if self.orchestrator.busy_policy == "queue" else 0.0
+        hold = await self.lease.acquire(session_id, wait)
+        if hold is None:
+            raise SessionBusy(session_id)
+        return hold
+
+    async def _finish_pending(self, session: Session, pending: Sequence[dict[str, Any]],
+                              hold: LeaseHold) -> TurnResult:
+        turn = rebuild_turn(self.orchestrator, session, pending)
+        return await self.orchestrator._turn(session, turn.text, turn.user_id, hold=hold,
+                                             resumed=turn)
+
+    async def _load(self, session_id: str, user_id: str
+                    ) -> tuple[Session, list[dict[str, Any]]]:
+        """Claim the session; rebuild it from the store unless the cached copy is current.
+
+        Returns the session and the events of its unfinished turn (empty if none).
+        """
+        o = self.orchestrator
+        record = await self.store.claim(session_id, user_id, o.graph.initial)
+        if record.archived:  # its summary is in long-term memory: a new session recalls it
+            self.forget_id(session_id)
+            raise SessionArchived(session_id)
+        session = o._sessions.get(session_id)
+        if (session is not None and session.seq == record.seq and session.state == record.state
+                and not session.busy):
+            session.epoch = record.epoch
+            return session, []
+        checkpoint = await self.store.checkpoint(session_id)
+        events = await self.store.events_after(session_id, checkpoint.seq if checkpoint else 0)
+        session = Session(session_id, record.user_id,
+                          checkpoint.state if checkpoint else o.graph.initial, o.event_log)
+        if checkpoint is not None:
+            session.history = [dict(m) for m in checkpoint.data.get("history", ())]
+            session.summary = str(checkpoint.data.get("summary", ""))
+        pending: list[dict[str, Any]] = []
+        for event in events:  # finished turns past the checkpoint join the history
+            if event["kind"] == "context_built":  # it may have folded history into the summary
+                apply_context_event(session, event)
+            if event["kind"] == "turn_started":
+                pending = [event]
+            elif pending:
+                pending.append(event)
+                if event["kind"] == "turn_finished":
+                    session.remember("user", pending[0]["text"], o.history_window)
+                    session.remember("assistant", event["answer"], o.history_window)
+                    pending = []
+        session.state, session.seq, session.epoch = record.state, record.seq, record.epoch
+        o._sessions[session_id] = session
+        return session, pending
+
+    def forget_id(self, session_id: str) -> None:
+        """Drop the cached copy of a session, if any (it was archived, or moved on)."""
+        self.orchestrator._sessions.pop(session_id, None)
+
+    async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
+                           dry_run: bool = False) -> list[ArchivedSession]:
+        """Archive the sessions idle for ``older_than``: summarize each (the brain, else the
+        extractive summarizer), write the summary to the user's long-term memory, mark the
+        session archived (see :mod:`hermes_fsm.engine.archive`)."""
+        from hermes_fsm.engine.archive import archive_idle
+
+        return await archive_idle(self, older_than, now=now, dry_run=dry_run)
+
+    def forget(self, session: Session) -> None:
+        """Drop a cached session whose last write failed: the next turn reloads it."""
+        o = self.orchestrator
+        if o._sessions.get(session.session_id) is session:
+            del o._sessions[session.session_id]
+
+    async def flush(self, session: Session, turn: TurnContext, hold: LeaseHold | None,
+                    final: bool = False) -> None:
+        """Append the turn's events since the last flush (with messages and a checkpoint
+        when ``final``): the one write of a step.
+
+        Raises:
+            StaleWriter: the lease was lost, or the store refused the append.
+            StoreError: the store failed.
+        """
+        data = turn.events._data
+        start = turn.flushed
+        if start == len(data) and not final:
+            return
+        if hold is not None and hold.lost:
+            raise StaleWriter(session.session_id, "the lease expired or was taken while the "
+                                                  "turn ran")
+        events = data[start:]
+        prev = events[0]["seq"] - 1 if events else session.seq
+        messages: list[Message] = []
+        checkpoint = None
+        if final:
+            o = self.orchestrator
+            now = o.services.clock.now()
+            answer = session.history[-1]["content"] if session.history else ""
+            messages = [
+                Message(o.ids.new("message"), session.session_id, turn.user_id, "user",
+                        turn.text, now),
+                Message(o.ids.new("message"), session.session_id, turn.user_id, "assistant",
+                        answer, now)]
+            checkpoint = Checkpoint(session.session_id, session.seq, session.state,
+                                    {"history": list(session.history),
+                                     "summary": session.summary})
+        blob = turn.events.json_from(start) if events else None  # serialized once: the
+        await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
+                                       events, messages, checkpoint, blob))  # log reuses it
+        turn.flushed = len(data)
+
+
+def rebuild_turn(orchestrator: Orchestrator, session: Session,
+                 events: Sequence[dict[str, Any]]) -> TurnContext:
+    """A turn as it stood after its last stored step, from its events (as JSON data).
+
+    ``events`` starts with the turn's ``turn_started``. The session must be in the state
+    the last stored step entered.
+
+    Raises:
+        SessionError: a stored output no longer validates against its state's contract.
+    """
+    first = events[0]
+    graph = orchestrator.graph
+    turn = TurnContext(session, first["turn_id"], first["user_id"], first["text"],
+                       orchestrator.services)
+    turn.path = [graph.initial]
+    for event in events[1:]:
+        kind = event["kind"]
+        if kind == "state_entered":
+            turn.path.append(event["state"])
+            key = (event["source"], event["state"])
+            turn.taken[key] = turn.taken.get(key, 0) + 1
+            turn.attempt = event["attempt"]
+            turn.repair = (f"the previous attempt ended before a restart ({event['trigger']})"
+                           if event["trigger"] == "retry" else None)
+        elif kind == "state_output":
+            spec = graph.states[event["state"]]
+            turn.state = spec
+            output = event["output"]
+            if spec.contract is not None:
+                try:
+                    output = spec.contract.validate_output(output, turn.validation_context())
+                except ValidationError as exc:
+                    raise SessionError(
+                        f"session {session.session_id!r}, turn {turn.turn_id!r}: the stored "
+                        f"output of {spec.name} no longer validates against "
+                        f"{spec.contract.ref()} ({exc.error_count()} error(s)); the contract "
+                        "changed since the turn started — resume with the old contract") from exc
+            turn.accept(output)
+        elif kind == "route_taken":
+            turn.routes += 1
+    turn.state = None
+    turn.output = None
+    turn.output_state = None
+    turn.journal = EffectsJournal(orchestrator._durable.store, session.session_id) \
+        if orchestrator._durable is not None else None
+    return turn

@@ -1,0 +1,123 @@
+"""The handlers of the default graph, referenced from ``states/agent_turn.yaml`` by dotted path.
+
+A handler is ``async def handler(turn: TurnContext) -> raw_output``; the engine validates
+the output against the state's contract. An ``on_output`` hook is
+``async def hook(turn, output) -> None`` and runs after validation, before the transition.
+Nothing here is known to the engine.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from hermes_fsm.brain.protocol import BrainReply, BrainRequest
+from hermes_fsm.contracts.base import Contract
+from hermes_fsm.contracts.states import ExecutionResults, Plan
+from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
+from hermes_fsm.engine.turn import TurnContext
+from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
+
+__all__ = [
+    "apply_memory_updates",  # in memory_handlers; here for states/agent_turn.yaml
+    "ask_brain",
+    "execute_tools",
+    "recalled_memory",
+    "report_results",
+]
+
+
+async def ask_brain(turn: TurnContext) -> Any:
+    """Ask the brain for the current state's output (the default handler of a contract state)."""
+    state = turn.state
+    assert state is not None and state.contract is not None
+    contract = state.contract
+    await turn.services.tools.breaker.refresh()  # tools tripped elsewhere are not offered
+    request = BrainRequest(
+        state=state.name,
+        contract_name=contract.contract_name,
+        schema=_schema(contract),
+        text=turn.text,
+        user_id=turn.user_id,
+        outputs=turn.by_contract,
+        tools=tuple(turn.validation_context()["tool_catalog"].describe()),
+        memory=await recalled_memory(turn),
+        history=turn.history,
+        attempt=turn.attempt,
+        repair=turn.repair,
+        on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
+    )
+    context = turn.services.context
+    built: dict[str, Any] | None = None
+    if context is not None:  # fit the request to the token budget (hermes_fsm.engine.context)
+        request, built = await context.build(turn, request)
+        turn.emit(ContextBuilt, **built)
+    brain = turn.services.brain
+    started = time.perf_counter()
+    reply = await brain.decide(request)
+    usage: dict[str, int] = {}
+    source = None
+    if isinstance(reply, BrainReply):
+        usage, source, reply = dict(reply.usage), reply.usage_source, reply.output
+    turn.emit(BrainCall, state=state.name, attempt=turn.attempt, brain=brain.name,
+              duration_ms=(time.perf_counter() - started) * 1000.0, usage=usage,
+              usage_source=source)
+    if built is not None and usage:
+        context.observe(built["used"], usage, source)
+    return reply
+
+
+_SCHEMAS: dict[type[Contract], dict[str, Any]] = {}
+
+
+def _schema(contract: type[Contract]) -> dict[str, Any]:
+    schema = _SCHEMAS.get(contract)
+    if schema is None:
+        schema = _SCHEMAS[contract] = contract.json_schema()
+    return schema
+
+
+async def execute_tools(turn: TurnContext) -> dict[str, Any]:
+    """Run the latest plan's calls through the tool executor; one envelope per call."""
+    plan = turn.by_contract.get("plan")
+    if not isinstance(plan, Plan) or not plan.tool_calls:
+        return {"results": []}
+    step = len(turn.path)  # distinguishes planning rounds within the turn
+    calls = [
+        (f"{turn.turn_id}-s{step}-c{i + 1}", c.tool_name, dict(c.arguments))
+        for i, c in enumerate(plan.tool_calls)
+    ]
+    executor = turn.services.executor
+    if turn.journal is not None:  # a durable session: calls go through its effects journal
+        results = await executor.execute(calls, turn.emit, caller=turn.user_id,
+                                         journal=turn.journal)
+    else:
+        results = await executor.execute(calls, turn.emit, caller=turn.user_id)
+    return {"results": results}
+
+
+async def report_results(turn: TurnContext) -> dict[str, Any]:
+    """Turn tool results into citable facts and violations; plan again if a call can be fixed.
+
+    A failed call whose error is a planning mistake (unknown tool, invalid arguments) or
+    retryable sets ``needs_more_tools``; the graph bounds how often that loops.
+    """
+    execution = turn.by_contract.get("execution_results")
+    facts: list[dict[str, Any]] = []
+    violations: list[str] = []
+    needs_more = False
+    previous = turn.by_contract.get("result_report")
+    if previous is not None:  # earlier rounds' facts stay citable, their failures stay known
+        facts.extend(f.model_dump() for f in getattr(previous, "facts", ()))
+        violations.extend(getattr(previous, "violations", ()))
+    if isinstance(execution, ExecutionResults):
+        for result in execution.results:
+            if result.success:
+                facts.append({"id": f"fact-{result.call_id}", "source": result.call_id,
+                              "content": {"tool": result.tool_name, "output": result.output}})
+            else:
+                violations.append(f"{result.tool_name} ({result.call_id}) failed: "
+                                  f"{result.error_code}: {result.message}")
+                if result.retryable or result.error_code in ("VALIDATION_FAILED", "UNKNOWN_TOOL"):
+                    needs_more = True
+    return {"facts": facts, "violations": violations, "needs_more_tools": needs_more}

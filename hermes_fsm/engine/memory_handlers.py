@@ -1,0 +1,134 @@
+"""The memory parts of the default graph's handlers: recall at INTENT, commit at MEMORY_COMMIT.
+
+- :func:`recalled_memory` recalls once per turn, emits ``memory_recalled`` (items, scores,
+  token cost) and returns the background block; at PLANNING it adds past outcomes of
+  similar requests from the experience log.
+- :func:`apply_memory_updates` commits the turn's memory updates and experiences. A commit
+  that fails never fails the turn: it emits ``memory_commit_failed`` and is retried in the
+  background; when retries run out, a final ``memory_commit_failed`` is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_fsm.contracts.states import MemoryCommit
+from hermes_fsm.engine.turn import TurnContext
+from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.events.model import (
+    EventList,
+    MemoryCommitFailed,
+    MemoryRecalled,
+    MemoryWrite,
+    event_data,
+)
+from hermes_fsm.events.model import make_event as _make_event
+from hermes_fsm.memory import BackgroundCommits, format_recall
+from hermes_fsm.memory.recall import estimate_tokens
+from hermes_fsm.memory.turn_experience import experiences_of
+
+__all__ = ["apply_memory_updates", "recalled_memory"]
+
+_EXPERIENCE_KINDS = frozenset({"tool_call_started", "tool_call_finished", "handler_failed"})
+"""The events :func:`experiences_of` reads (the others are not built as objects for it)."""
+
+_BACKGROUND = BackgroundCommits()
+"""Retries for memories that bring none of their own (``memory.background``)."""
+
+
+async def recalled_memory(turn: TurnContext) -> str:
+    """The recall block for this turn's message (recalled once per turn)."""
+    if turn.memory is None:
+        state = turn.state.name if turn.state is not None else ""
+        try:
+            items = await turn.services.memory.recall(turn.user_id, turn.text)
+        except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
+            turn.emit(MemoryRecalled, state=state, error=str(exc))
+            turn.memory = ""
+            return turn.memory
+        turn.memory = format_recall(items)
+        if items:  # nothing recalled costs nothing: no event (recordings stay stable)
+            context = turn.services.context  # its counter, as context_built counts
+            tokens = (context.counter.count(turn.memory) if context is not None
+                      else estimate_tokens(turn.memory))
+            turn.emit(MemoryRecalled, state=state, tokens=tokens, items=[
+                {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
+                 "score": None if i.score is None else round(i.score, 4),
+                 "confidence": i.confidence, "created_at": i.created_at.isoformat()}
+                for i in items])
+    if turn.state is not None and turn.state.name == "PLANNING":
+        return turn.memory + await _past_outcomes(turn)
+    return turn.memory
+
+
+async def _past_outcomes(turn: TurnContext) -> str:
+    experience = getattr(turn.services.memory, "experience", None)
+    if experience is None:
+        return ""
+    try:
+        similar = await experience.similar_outcomes(turn.user_id, turn.text, 3)
+    except MemoryStoreError:
+        return ""  # planning works without it; recall already reported the store's state
+    if not similar:
+        return ""
+    lines = ["", "Past outcomes of similar requests:"]
+    for e in similar:
+        result = "ok" if e.ok else f"failed ({e.error_code})"
+        lines.append(f"- [{e.at:%Y-%m-%d}] {e.tool}({e.arguments}) → {result}")
+    return "\n".join(lines)
+
+
+async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
+    """Commit the turn's memory updates and experiences; each outcome becomes an event."""
+    memory = turn.services.memory
+    updates = output.memory_updates
+    now = turn.services.clock.now()
+    context: dict[str, Any] = {
+        "session_id": turn.session_id, "text": turn.text, "answer": turn.answer() or "",
+        "experiences": experiences_of(turn.events.of_kinds(_EXPERIENCE_KINDS), turn.user_id,
+                                      turn.text)}
+
+    async def commit() -> Any:
+        return await memory.apply(turn.user_id, turn.turn_id, updates, now, **context)
+
+    keys = [u.key for u in updates]
+    try:
+        outcomes = await commit()
+    except MemoryStoreError as exc:
+        turn.emit(MemoryCommitFailed, attempts=1, error=str(exc), final=False, keys=keys)
+        background = getattr(memory, "background", None) or _BACKGROUND
+        background.retry(
+            commit,
+            on_success=lambda attempt, outcomes: _report(turn, outcomes, updates, late=True),
+            on_failure=lambda attempts, error: _emit_late(
+                turn, MemoryCommitFailed, attempts=attempts, error=str(error), final=True,
+                keys=keys))
+        return
+    _report(turn, outcomes, updates, late=False)
+
+
+def _report(turn: TurnContext, outcomes: Any, updates: Any, late: bool) -> None:
+    values = {u.key: u.value for u in updates}
+    for outcome in outcomes:
+        fields = {"key": outcome.key, "update_type": outcome.update_type,
+                  "value": values.get(outcome.key), "status": outcome.status,
+                  "detail": outcome.detail}
+        if late:
+            _emit_late(turn, MemoryWrite, **fields)
+        else:
+            turn.emit(MemoryWrite, **fields)
+
+
+def _emit_late(turn: TurnContext, kind: Any, **fields: Any) -> None:
+    """Emit an event after the turn ended: next seq of the session, to its log and sinks."""
+    session = turn.session
+    session.seq += 1
+    fields.update(session_id=turn.session_id, turn_id=turn.turn_id, seq=session.seq,
+                  at=turn.services.clock.now())
+    data = event_data(kind, fields)
+    event = _make_event(kind, data)
+    batch = EventList()
+    batch.add(kind, data, event)
+    session.record(batch)
+    for sink in turn.services.sinks:
+        sink.emit(event)

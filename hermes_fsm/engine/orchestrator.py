@@ -1,0 +1,567 @@
+"""The orchestrator: runs turns for many sessions concurrently on asyncio.
+
+A turn walks the graph from its initial state back to it. For each state the engine
+awaits the state's handler (under the state's timeout), validates the raw output
+against the state's contract, runs the ``on_output`` hook, then fires ``done``: the
+machine's guard refuses to fire for an unvalidated output and the graph's conditions
+pick the destination. A violation, a timeout, or a :class:`RetryableError` fires
+``retry`` (with the error handed back to the handler as ``turn.repair``) up to the
+state's retry policy, with backoff; then ``fail`` takes the declared route. Any other
+exception takes the route at once. When the turn budget runs out, ``abort`` takes the
+turn back to the initial state with a partial answer. A turn always ends there.
+
+>>> import asyncio
+>>> orchestrator = Orchestrator()
+>>> result = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
+>>> result.status, "342" in result.answer, result.path[0] == result.path[-1] == "IDLE"
+('completed', True, True)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import random
+import time
+import types
+from collections.abc import Generator, Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ValidationError
+
+from hermes_fsm.brain.protocol import Brain
+from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.handlers import ask_brain
+from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.turn import Services, TurnContext, TurnResult
+from hermes_fsm.errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
+from hermes_fsm.events.model import (
+    ContractViolation,
+    HandlerFailed,
+    Retry,
+    RouteTaken,
+    StateOutput,
+    TimedOut,
+    TurnFinished,
+    TurnStarted,
+)
+from hermes_fsm.graph.loader import default_graph_path, load_graph
+from hermes_fsm.graph.machine import GraphMachine
+from hermes_fsm.graph.model import Graph, StateSpec
+from hermes_fsm.memory import InProcessMemory, Memory
+from hermes_fsm.sources import Clock, IdFactory, SystemClock, UuidIds
+from hermes_fsm.store.lease import SessionLease
+from hermes_fsm.store.protocol import SessionStore
+from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.servers import MCPServers
+from hermes_fsm.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from hermes_fsm.engine.archive import ArchivedSession
+    from hermes_fsm.engine.durable import DurableSessions
+
+__all__ = ["Orchestrator"]
+
+
+class Orchestrator:
+    """Runs turns of a graph for many sessions.
+
+    Args:
+        graph: a :class:`Graph`, a path to a graph file, or ``None`` for the bundled
+            seven-state turn.
+        brain: decides state outputs (default: the offline rules brain).
+        tools: the tool registry (default: the demo tools).
+        memory: long-term memory (default: in-process).
+        sinks: extra event sinks (each gets every event).
+        clock, ids: sources of time and ids (inject fixed ones for byte-stable events).
+        busy_policy: ``"refuse"`` (a turn on a busy session raises :class:`SessionBusy`)
+            or ``"queue"`` (it waits for the running turn).
+        history_window: messages kept per session.
+        random: source of jitter for retry backoff.
+        sleep: how backoff waits (default ``asyncio.sleep``; replay passes a no-op).
+        executor: the tool executor (default: one over ``tools``).
+        mcp_servers: MCP servers feeding ``tools``; started by :meth:`start` (or
+            ``async with``), stopped by :meth:`aclose`. Without them nothing needs starting.
+        store: a session store (:mod:`hermes_fsm.store`) makes sessions durable: each
+            step's events are appended before the next state starts, and any process
+            with the same store can resume a session (see :mod:`hermes_fsm.engine.durable`).
+            ``None`` (the default): sessions live in this process only.
+        lease: one writer per session for a durable store (default: this process only;
+            :class:`~hermes_fsm.store.lease.RedisLease` across processes).
+        context: the token budget of brain requests — a
+            :class:`~hermes_fsm.engine.context.ContextConfig` (default: its defaults) or a ready
+            :class:`~hermes_fsm.engine.context.ContextBuilder`; see
+            :mod:`hermes_fsm.engine.context`.
+        event_log: keep each in-process session's event log (``Session.events``, what
+            ``recording_text`` and the server's event replay read). ``False`` saves
+            serializing every turn's events when nothing reads them there: a turn's events
+            are still in its :class:`TurnResult`, the sinks and a durable store (a replay
+            rerun runs this way).
+    """
+
+    def __init__(
+        self,
+        graph: Graph | str | Path | None = None,
+        *,
+        brain: Brain | None = None,
+        tools: ToolRegistry | None = None,
+        memory: Memory | None = None,
+        sinks: Iterable[Any] = (),
+        clock: Clock | None = None,
+        ids: IdFactory | None = None,
+        busy_policy: Literal["refuse", "queue"] = "refuse",
+        history_window: int = 20,
+        random: Any = None,
+        sleep: Any = None,
+        executor: ToolExecutor | None = None,
+        mcp_servers: MCPServers | None = None,
+        store: SessionStore | None = None,
+        lease: SessionLease | None = None,
+        context: ContextConfig | ContextBuilder | None = None,
+        event_log: bool = True,
+    ) -> None:
+        if graph is None:
+            graph = default_graph_path()
+        if not isinstance(graph, Graph):
+            graph = load_graph(graph)
+        if busy_policy not in ("refuse", "queue"):
+            raise UsageError(f"busy_policy must be 'refuse' or 'queue', not {busy_policy!r}")
+        if brain is None:
+            from hermes_fsm.brain.rules import RulesBrain
+
+            brain = RulesBrain()
+        if tools is None:
+            from hermes_fsm.demo.tools import build_demo_registry
+
+            tools = build_demo_registry()
+        self.graph = graph
+        self.machine = GraphMachine(graph)
+        self.services = Services(
+            brain=brain, tools=tools, executor=executor or ToolExecutor(tools),
+            memory=memory if memory is not None else InProcessMemory(),
+            clock=clock or SystemClock(), sinks=tuple(sinks),
+        )
+        self.ids = ids or UuidIds()
+        self.busy_policy = busy_policy
+        self.history_window = history_window
+        if not isinstance(context, ContextBuilder):
+            context = ContextBuilder(context, brain=brain, history_window=history_window)
+        self.services.context = self.context = context
+        self._random = random or _default_random
+        self._sleep = sleep or asyncio.sleep
+        self._sessions: dict[str, Session] = {}
+        self.event_log = event_log
+        self.mcp = mcp_servers
+        self.store = store
+        self._durable: DurableSessions | None = None
+        if store is not None:
+            from hermes_fsm.engine.durable import DurableSessions
+
+            self._durable = DurableSessions(self, store, lease)
+        elif lease is not None:
+            raise UsageError("a lease guards a durable session store; pass store= as well "
+                             "(e.g. hermes_fsm.store.SQLiteStore(path))")
+
+    @classmethod
+    def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
+        """An orchestrator as the configuration says (embedded defaults for ``None``).
+
+        Keyword arguments override what the configuration builds (``brain=``, ``tools=`` …).
+        """
+        config = config or HermesConfig()
+        kwargs: dict[str, Any] = {
+            "graph": config.graph,
+            "busy_policy": config.busy_policy,
+            "history_window": config.history_window,
+            "context": config.context,
+        }
+        if config.brain.kind == "openai" and "brain" not in overrides:
+            from hermes_fsm.brain.openai import OpenAIBrain
+
+            kwargs["brain"] = OpenAIBrain.from_config(config.brain)
+        elif config.brain.rules_file is not None and "brain" not in overrides:
+            from hermes_fsm.brain.rules import RulesBrain
+
+            kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
+        if "memory" not in overrides:
+            from hermes_fsm.memory import build_memory
+
+            kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
+        if "tools" not in overrides:
+            from hermes_fsm.config.toolbox import Toolbox
+
+            memory = overrides.get("memory", kwargs.get("memory"))
+            # the breaker also reads the experience log: tools failing in any process trip it
+            box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
+                                      clock=overrides.get("clock"))
+            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
+        if config.log.format != "off" and "sinks" not in overrides:
+            from hermes_fsm.events.sinks import StructlogSink
+
+            kwargs["sinks"] = [StructlogSink()]
+        if "store" not in overrides:  # SQLite embedded; PostgreSQL when HERMES_POSTGRES_URL
+            from hermes_fsm.config.store import build_lease, build_store
+
+            kwargs["store"] = build_store(config)
+            if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
+                kwargs["lease"] = build_lease(config)
+        kwargs.update(overrides)
+        return cls(**kwargs)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    async def start(self) -> Orchestrator:
+        """Start the MCP servers (a no-op without them); their tools join when ready."""
+        if self.mcp is not None:
+            await self.mcp.start()
+        return self
+
+    async def aclose(self) -> None:
+        """Stop the MCP servers (a no-op without them); finish and close memory."""
+        if self.mcp is not None:
+            await self.mcp.aclose()
+        close = getattr(self.services.memory, "close", None)
+        if close is not None:  # waits (bounded) for background commits, then closes stores
+            await close()
+        close_brain = getattr(self.services.brain, "aclose", None)
+        if close_brain is not None:  # e.g. the OpenAI-compatible brain's HTTP client
+            await close_brain()
+        if self._durable is not None:
+            await self._durable.lease.close()
+            await self._durable.store.close()
+
+    async def __aenter__(self) -> Orchestrator:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # --- sessions ---------------------------------------------------------------------
+
+    def session(self, session_id: str | None = None, user_id: str = "anonymous") -> Session:
+        """The session ``session_id`` (created on first use); a new id when ``None``.
+
+        Raises:
+            SessionError: the session exists and belongs to another user.
+        """
+        if session_id is None:
+            session_id = self.ids.new("session")
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(session_id, user_id,
+                                                           self.graph.initial, self.event_log)
+        elif session.user_id != user_id:
+            from hermes_fsm.errors import SessionError
+
+            raise SessionError(f"session {session_id!r} belongs to another user; "
+                               "use a session id of your own (or omit it to get a new one)")
+        return session
+
+    def sessions(self) -> Mapping[str, Session]:
+        """Every session of this orchestrator, by id."""
+        return self._sessions
+
+    # --- turns ------------------------------------------------------------------------
+
+    async def run_turn(self, session_id: str | None, text: str,
+                       user_id: str = "anonymous") -> TurnResult:
+        """Run one turn: ``text`` from ``user_id`` on ``session_id``, back to the initial state.
+
+        Raises:
+            UsageError: empty text.
+            ContextOverflow: the text alone is over its token budget (see
+                :mod:`hermes_fsm.engine.context`; ``on_input_overflow: truncate`` cuts it instead).
+            SessionBusy: a turn is running on this session (``busy_policy='refuse'``).
+            SessionError: the session belongs to another user.
+            SessionArchived: the session was archived (durable store); start a new one.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise UsageError("the message text is empty; pass the user's message as text")
+        self.context.check_input(text)  # a message over its token budget: refused up front
+        if self._durable is not None:
+            return await self._durable.run_turn(session_id, text, user_id)
+        session = self.session(session_id, user_id)
+        if session.busy:
+            if self.busy_policy == "refuse":
+                raise SessionBusy(session.session_id)
+            async with session.lock:
+                return await self._turn(session, text, user_id)
+        if self.busy_policy == "queue":
+            async with session.lock:
+                return await self._turn(session, text, user_id)
+        return await self._turn(session, text, user_id)
+
+    async def resume(self, session_id: str) -> TurnResult | None:
+        """Finish the session's interrupted turn from its last stored step (durable store).
+
+        A turn whose process died is also finished automatically before the next turn on
+        its session runs. Returns ``None`` when the session has no unfinished turn.
+
+        Raises:
+            UsageError: the orchestrator has no store.
+            SessionError: the session is not in the store.
+            SessionBusy: a turn is running on it.
+        """
+        if self._durable is None:
+            raise UsageError("resume needs a durable session store: Orchestrator(store=...)")
+        return await self._durable.resume(session_id)
+
+    async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
+                           dry_run: bool = False) -> list[ArchivedSession]:
+        """Archive the sessions idle for ``older_than`` (durable store): each is summarized,
+        the summary goes to its user's long-term memory, and turns on it are refused from
+        then on (see :mod:`hermes_fsm.engine.archive`).
+
+        Raises:
+            UsageError: the orchestrator has no store.
+        """
+        if self._durable is None:
+            raise UsageError("archiving needs a durable session store: Orchestrator(store=...)"
+                             " (hermes_fsm.store.SQLiteStore or PostgresStore)")
+        return await self._durable.archive_idle(older_than, now=now, dry_run=dry_run)
+
+    async def _turn(self, session: Session, text: str, user_id: str, *, hold: Any = None,
+                    resumed: TurnContext | None = None) -> TurnResult:
+        session.busy = True
+        started = time.perf_counter()
+        durable = self._durable
+        if resumed is None:
+            turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+            if durable is not None:
+                from hermes_fsm.engine.durable import EffectsJournal
+
+                turn.journal = EffectsJournal(durable.store, session.session_id)
+        else:
+            turn = resumed
+        graph = self.graph
+        status = "completed"
+        clock = asyncio.get_running_loop().time
+        deadline = clock() + graph.budget_s
+        try:
+            if resumed is None:
+                turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
+                self.machine.fire("start", session, turn)
+                if durable is not None:
+                    await durable.flush(session, turn, hold)
+            try:
+                while session.state != graph.initial:
+                    if clock() >= deadline:
+                        raise _BudgetExceeded
+                    await self._run_state(graph.states[session.state], session, turn, deadline)
+                    if durable is not None and session.state != graph.initial:
+                        await durable.flush(session, turn, hold)  # the step, before the next
+            except _BudgetExceeded:
+                status = "partial"
+                turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
+                          limit_s=graph.budget_s)
+                stopped_in = session.state
+                self.machine.fire("abort", session, turn)
+                partial = turn.answer() or graph.partial_answer.format(state=stopped_in)
+                result = self._finish(session, turn, status, partial, started)
+            else:
+                if turn.routes:
+                    status = "degraded"
+                result = self._finish(session, turn, status, turn.answer() or "", started)
+            if durable is not None:  # the last step: events, messages, checkpoint
+                await durable.flush(session, turn, hold, final=True)
+            return result
+        except BaseException:
+            if session.state != graph.initial:  # cancelled or an engine bug: never stay mid-turn
+                self.machine.fire("abort", session, turn)
+            if durable is not None:  # the store has the truth: the next turn reloads from it
+                durable.forget(session)
+            raise
+        finally:
+            session.record(turn.events)
+            session.busy = False
+
+    def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,
+                started: float) -> TurnResult:
+        duration_ms = (time.perf_counter() - started) * 1000.0
+        turn.emit(TurnFinished, status=status, answer=answer, duration_ms=duration_ms,
+                  path=turn.path)
+        session.remember("user", turn.text, self.history_window)
+        session.remember("assistant", answer, self.history_window)
+        return TurnResult(session.session_id, turn.turn_id, status, answer, turn.path,
+                          turn.events, duration_ms)
+
+    async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext,
+                         deadline: float) -> None:
+        """One attempt at a state: handler → guard → hook → ``done``; or retry, or route.
+
+        The state's timeout is cut short by the turn's deadline; running into the deadline
+        raises ``_BudgetExceeded`` (the turn's budget, not the state's, ran out).
+        """
+        turn.state = spec
+        policy = spec.retry
+        clock = asyncio.get_running_loop().time
+        reason: Literal["violation", "timeout", "error"]
+        try:
+            handler = spec.handler if spec.handler is not None else ask_brain
+            raw = await self._call(handler, _limit(spec.timeout_s, deadline, clock), turn)
+            output = self._validate(spec, raw, turn)
+            if output is not _REFUSED:
+                turn.accept(output)
+                if spec.on_output is not None:
+                    await self._call(spec.on_output, _limit(spec.timeout_s, deadline, clock),
+                                     turn, output)
+                turn.emit(StateOutput, state=spec.name, attempt=turn.attempt,
+                          contract=spec.contract.ref() if spec.contract else None,
+                          output=_dump(output), raw=raw if isinstance(raw, str) else None)
+                if self.machine.fire("done", session, turn):
+                    return
+                raise HermesError(  # the loader guarantees an unconditional way out
+                    f"no transition out of {spec.name} accepted the output; check the graph")
+            reason = "violation"
+        except TimeoutError:
+            if clock() >= deadline:
+                raise _BudgetExceeded from None
+            reason = "timeout"
+            turn.emit(TimedOut, scope="state", state=spec.name, attempt=turn.attempt,
+                      limit_s=spec.timeout_s or 0.0)
+            turn.repair = f"the previous attempt timed out after {spec.timeout_s}s"
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            retryable = isinstance(exc, RetryableError)
+            turn.emit(HandlerFailed, state=spec.name, attempt=turn.attempt,
+                      error_type=type(exc).__name__, message=str(exc), retryable=retryable)
+            if not retryable:
+                why = "brain_error" if isinstance(exc, BrainError) else "handler_error"
+                self._route(spec, session, turn, why)
+                return
+            reason = "error"
+            turn.repair = f"the previous attempt failed: {exc}"
+        if turn.attempt < policy.max_attempts:
+            delay = policy.delay(turn.attempt, self._random)
+            turn.emit(Retry, state=spec.name, attempt=turn.attempt + 1, reason=reason,
+                      delay_s=delay)
+            if delay > 0:
+                if clock() + delay >= deadline:
+                    await self._sleep(max(0.0, deadline - clock()))
+                    raise _BudgetExceeded
+                await self._sleep(delay)
+            repair = turn.repair
+            self.machine.fire("retry", session, turn)
+            turn.repair = repair
+            return
+        self._route(spec, session, turn, f"{reason}: {policy.max_attempts} attempt(s) exhausted")
+
+    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext) -> Any:
+        contract = spec.contract
+        if contract is None:
+            return raw
+        try:
+            return contract.validate_output(raw, turn.validation_context())
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_context=False)
+            turn.emit(ContractViolation, state=spec.name, attempt=turn.attempt,
+                      contract=contract.ref(), errors=_jsonable(errors), raw=_jsonable(raw))
+            turn.repair = _repair_message(contract.ref(), exc)
+            return _REFUSED
+
+    def _route(self, spec: StateSpec, session: Session, turn: TurnContext, reason: str) -> None:
+        turn.routes += 1
+        turn.emit(RouteTaken, state=spec.name, dest=spec.on_failure or self.graph.initial,
+                  reason=reason, attempts=turn.attempt)
+        self.machine.fire("fail", session, turn)
+
+    @staticmethod
+    async def _call(fn: Any, timeout_s: float | None, *args: Any) -> Any:
+        """Call a handler or hook; await it under ``timeout_s`` if it suspends.
+
+        A coroutine is first stepped eagerly: most handlers finish without suspending, and
+        those need no timer. One that suspends is resumed under ``asyncio.timeout``.
+        """
+        result = fn(*args)
+        if type(result) is not types.CoroutineType and not inspect.iscoroutine(result):
+            if inspect.isawaitable(result):
+                result = _as_coroutine(result)
+            else:
+                return result
+        try:
+            yielded = result.send(None)
+        except StopIteration as done:
+            return done.value
+        except BaseException:
+            result.close()
+            raise
+        if timeout_s is None:
+            return await _resume(result, yielded)
+        async with asyncio.timeout(timeout_s):
+            return await _resume(result, yielded)
+
+
+async def _as_coroutine(awaitable: Any) -> Any:
+    return await awaitable
+
+
+@types.coroutine
+def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
+    """Go on running a coroutine that was stepped by hand, inside the current task."""
+    while True:
+        try:
+            sent = yield yielded
+        except GeneratorExit:
+            coro.close()
+            raise
+        except BaseException as exc:
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as done:
+                return done.value
+        else:
+            try:
+                yielded = coro.send(sent)
+            except StopIteration as done:
+                return done.value
+
+
+_REFUSED = object()
+"""What _validate returns for an output that broke its contract."""
+
+
+class _BudgetExceeded(Exception):
+    """The turn's budget ran out (raised inside the engine, never to callers)."""
+
+
+def _limit(timeout_s: float | None, deadline: float, clock: Any) -> float:
+    """A state's time limit: its own timeout, cut short by the turn's deadline."""
+    remaining = deadline - clock()
+    return remaining if timeout_s is None or remaining < timeout_s else timeout_s
+
+
+def _dump(output: Any) -> Any:
+    """A validated output as JSON-able data for its event."""
+    if isinstance(output, BaseModel):
+        return output.__pydantic_serializer__.to_python(output, mode="json")
+    return _jsonable(output)
+
+
+def _default_random() -> float:
+    return random.random()
+
+
+def _jsonable(value: Any) -> Any:
+    """Best-effort conversion of raw outputs and pydantic error dicts to JSON-able data."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, str | int | float | bool) or value is None:
+        return value
+    return repr(value)
+
+
+def _repair_message(ref: str, exc: ValidationError) -> str:
+    lines = [f"Your output was refused by contract {ref}:"]
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "(root)"
+        lines.append(f"- {where}: {err['msg']}")
+    lines.append("Return output that satisfies the JSON Schema exactly; no extra fields.")
+    return "\n".join(lines)

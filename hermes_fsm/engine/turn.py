@@ -1,0 +1,243 @@
+"""What a turn carries while it runs, and what it returns.
+
+A :class:`TurnContext` is handed to every handler, condition and ``on_output`` hook. It
+holds the user's message, the validated outputs of the states so far, the services
+(brain, tools, memory), and emits events with the session's sequence numbers.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from hermes_fsm.contracts.base import Contract
+from hermes_fsm.events.model import (
+    _TEMPLATES,
+    Event,
+    EventList,
+    StateEntered,
+    StateExited,
+    event_data,
+    make_event,
+)
+from hermes_fsm.events.sinks import sink_plan
+from hermes_fsm.sources import SystemClock
+
+if TYPE_CHECKING:
+    from hermes_fsm.brain.protocol import Brain
+    from hermes_fsm.engine.session import Session
+    from hermes_fsm.graph.model import StateSpec
+    from hermes_fsm.memory import Memory
+    from hermes_fsm.sources import Clock
+    from hermes_fsm.tools.executor import ToolExecutor
+    from hermes_fsm.tools.registry import ToolRegistry
+
+__all__ = ["Services", "TurnContext", "TurnResult"]
+
+
+@dataclass(slots=True)
+class Services:
+    """What handlers may use: the brain, the tools and their executor, memory, time, and
+    the context builder that fits brain requests to the token budget (``None``: off)."""
+
+    brain: Brain
+    tools: ToolRegistry
+    executor: ToolExecutor
+    memory: Memory
+    clock: Clock
+    sinks: tuple[Any, ...] = ()
+    context: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    """The outcome of one turn.
+
+    Attributes:
+        status: ``completed``, ``degraded`` (a failure route was taken) or ``partial``
+            (the turn budget ran out).
+        answer: the answer text.
+        path: the states visited, in order, ending with the initial state.
+        events: this turn's events.
+    """
+
+    session_id: str
+    turn_id: str
+    status: str
+    answer: str
+    path: list[str]
+    events: Sequence[Event]
+    duration_ms: float
+
+    @property
+    def outputs(self) -> dict[str, Any]:
+        """Validated outputs by state (the last one of each state)."""
+        return {e.state: e.output for e in self.events if e.kind == "state_output"}
+
+
+class TurnContext:
+    """The running turn, as handlers, conditions and hooks see it.
+
+    Attributes:
+        session_id, user_id, turn_id, text: who asks what, in which turn.
+        state: the spec of the state being worked on.
+        attempt: 1 on the first try of the current state, higher on retries.
+        repair: on a retry, why the previous output was refused.
+        outputs: validated outputs of this turn by state name (latest).
+        by_contract: the same, by contract name.
+        output: the current state's validated output (conditions read it).
+        services: brain, tools, memory, clock.
+        journal: the effects journal of a durable session (``None`` in-process).
+        flushed: how many of ``events`` are stored durably (a durable session's).
+    """
+
+    __slots__ = (
+        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "attempt",
+        "by_contract", "events", "flushed",
+        "history", "journal", "memory", "output", "output_state", "outputs", "path", "repair",
+        "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
+        "user_id",
+    )
+
+    def __init__(self, session: Session, turn_id: str, user_id: str, text: str,
+                 services: Services) -> None:
+        self.session = session
+        self.session_id = session.session_id
+        self.turn_id = turn_id
+        self.user_id = user_id
+        self.text = text
+        self.services = services
+        self.state: StateSpec | None = None
+        self.attempt = 1
+        self.repair: str | None = None
+        self.outputs: dict[str, Contract] = {}
+        self.by_contract: dict[str, Contract] = {}
+        self.output: Any = None
+        self.output_state: str | None = None
+        self.taken: dict[object, int] = {}
+        self.path: list[str] = [session.state]
+        self.events = EventList()
+        self._add_kind = self.events._kinds.append
+        self._add_data = self.events._data.append
+        clock = services.clock
+        self._now = _utc_now if type(clock) is SystemClock else clock.now
+        self.flushed = 0
+        self.journal: Any = None
+        self.routes = 0
+        self.memory: str | None = None
+        self.history = tuple(session.history)  # a snapshot: the turn appends later
+        self._entered = time.perf_counter()
+        self._answer: str | None = None
+        self._context: dict[str, Any] = {"tool_catalog": services.tools.catalog_for(user_id),
+                                         "fact_ids": set()}
+
+    # --- events -----------------------------------------------------------------------
+
+    def emit(self, kind: type[Event], **fields: Any) -> None:
+        """Build an event of ``kind`` for this turn, log it on the turn, send it to sinks.
+
+        This runs ~20 times a turn, so it is written out flat (see ``events.event_data``
+        for the same steps as a function).
+        """
+        template = _TEMPLATES.get(kind)
+        if template is None:
+            event_data(kind, {})  # builds the template
+            template = _TEMPLATES[kind]
+        data = template[0].copy()
+        data.update(fields)
+        if len(data) != template[2]:
+            event_data(kind, fields)  # raises TypeError naming the unknown field
+        session = self.session
+        seq = session.seq = session.seq + 1
+        data["session_id"] = self.session_id
+        data["turn_id"] = self.turn_id
+        data["seq"] = seq
+        if data["at"] is None:
+            data["at"] = self._now()
+        sinks = self.services.sinks
+        if sinks:  # data sinks take the field dict; the object is built only for the others
+            objects, calls = sink_plan(sinks)
+            event = make_event(kind, data) if objects else None
+            self.events.add(kind, data, event)
+            for sink, takes_data in calls:
+                if takes_data:
+                    sink.emit_data(kind, data)
+                else:
+                    sink.emit(event)
+        else:
+            self._add_kind(kind)  # self.events.add(kind, data), without the call
+            self._add_data(data)
+
+    def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
+        """Called by the machine as a transition fires: exit/entry events, counters.
+
+        ``key`` identifies the transition for per-turn limits.
+        """
+        now = time.perf_counter()
+        at = self._now()  # leaving one state and entering the next: one instant
+        self.emit(StateExited, state=source, trigger=trigger, dest=dest,
+                  duration_ms=(now - self._entered) * 1000.0, at=at)
+        self._entered = now
+        taken = self.taken
+        taken[key] = taken.get(key, 0) + 1
+        if trigger == "retry":
+            self.attempt += 1
+        else:
+            self.attempt = 1
+            self.repair = None
+        self.output = None
+        self.output_state = None
+        self.path.append(dest)
+        self.emit(StateEntered, state=dest, source=source, trigger=trigger, attempt=self.attempt,
+                  at=at)
+
+    # --- what handlers use --------------------------------------------------------------
+
+    def validation_context(self) -> Mapping[str, Any]:
+        """What contracts may check references against.
+
+        ``tool_catalog``: the tools (the Plan contract checks calls against it);
+        ``fact_ids``: the ids of the facts established so far this turn (any output with a
+        ``facts`` list of items with an ``id`` establishes facts).
+        """
+        return self._context
+
+    def accept(self, output: Any) -> None:
+        """Record the current state's validated output (done by the engine after the guard)."""
+        assert self.state is not None
+        self.output = output
+        self.output_state = self.state.name
+        self.outputs[self.state.name] = output
+        fields = _fields_of(type(output))
+        if fields is None:
+            return
+        self.by_contract[output.contract_name] = output
+        if "text" in fields and isinstance(output.text, str):
+            self._answer = output.text
+        if "facts" in fields:
+            self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
+
+    def answer(self) -> str | None:
+        """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""
+        return self._answer
+
+
+_utc_now = partial(datetime.now, UTC)
+"""``SystemClock().now`` without a Python frame (events read the clock ~20 times a turn)."""
+
+_FIELDS: dict[type, frozenset[str] | None] = {}
+
+
+def _fields_of(cls: type) -> frozenset[str] | None:
+    """The field names of a contract class (``None`` for an output that is not a Contract)."""
+    try:
+        return _FIELDS[cls]
+    except KeyError:
+        names = (frozenset(cls.model_fields)
+                 if isinstance(cls, type) and issubclass(cls, Contract) else None)
+        _FIELDS[cls] = names
+        return names

@@ -1,0 +1,484 @@
+"""Typed events: what every step of a turn leaves behind.
+
+All events are frozen pydantic models in one discriminated union, :data:`Event`, keyed
+by ``kind``. The same stream serves as log, recording, live stream and graph overlay.
+``seq`` numbers a session's events contiguously from 1; ``at`` comes from the
+orchestrator's injectable clock.
+
+>>> from datetime import UTC, datetime
+>>> ev = TurnStarted(session_id="s1", turn_id="t1", seq=1,
+...                  at=datetime(2026, 1, 1, tzinfo=UTC), user_id="u1", text="hi")
+>>> EVENT_ADAPTER.validate_json(ev.model_dump_json()) == ev
+True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container, Sequence
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+from pydantic_core import to_json
+
+__all__ = [
+    "EVENTS_ADAPTER",
+    "EVENT_ADAPTER",
+    "BrainCall",
+    "ContextBuilt",
+    "ContractViolation",
+    "Event",
+    "EventList",
+    "HandlerFailed",
+    "MemoryCommitFailed",
+    "MemoryRecalled",
+    "MemoryWrite",
+    "Retry",
+    "RouteTaken",
+    "StateEntered",
+    "StateExited",
+    "StateOutput",
+    "TimedOut",
+    "TokenChunk",
+    "ToolCallFinished",
+    "ToolCallProgress",
+    "ToolCallRetried",
+    "ToolCallStarted",
+    "TurnFinished",
+    "TurnStarted",
+]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    session_id: str
+    turn_id: str
+    seq: int
+    at: datetime
+
+
+class TurnStarted(_Event):
+    """A turn began on a session with a user message."""
+
+    kind: Literal["turn_started"] = "turn_started"
+    user_id: str
+    text: str
+    graph: str = ""
+
+
+class StateEntered(_Event):
+    """The machine entered ``state`` from ``source`` by ``trigger`` (``attempt`` counts from 1)."""
+
+    kind: Literal["state_entered"] = "state_entered"
+    state: str
+    source: str
+    trigger: str
+    attempt: int = 1
+
+
+class StateExited(_Event):
+    """The machine left ``state`` by ``trigger`` towards ``dest`` after ``duration_ms`` in it."""
+
+    kind: Literal["state_exited"] = "state_exited"
+    state: str
+    trigger: str
+    dest: str
+    duration_ms: float
+
+
+class StateOutput(_Event):
+    """A state's output passed its contract. ``raw`` is what the handler/brain gave."""
+
+    kind: Literal["state_output"] = "state_output"
+    state: str
+    attempt: int
+    contract: str | None
+    output: Any
+    raw: Any = None
+
+
+class ContractViolation(_Event):
+    """A state's output broke its contract; ``errors`` are pydantic's error dicts."""
+
+    kind: Literal["contract_violation"] = "contract_violation"
+    state: str
+    attempt: int
+    contract: str
+    errors: list[dict[str, Any]]
+    raw: Any = None
+
+
+class TimedOut(_Event):
+    """A state attempt (``scope='state'``) or the whole turn (``scope='turn'``) ran out of time."""
+
+    kind: Literal["timed_out"] = "timed_out"
+    scope: Literal["state", "turn"]
+    state: str
+    attempt: int
+    limit_s: float
+
+
+class HandlerFailed(_Event):
+    """A handler raised. ``retryable`` says whether the engine will try again."""
+
+    kind: Literal["handler_failed"] = "handler_failed"
+    state: str
+    attempt: int
+    error_type: str
+    message: str
+    retryable: bool
+
+
+class Retry(_Event):
+    """The state will be attempted again after ``delay_s`` because of ``reason``."""
+
+    kind: Literal["retry"] = "retry"
+    state: str
+    attempt: int
+    reason: Literal["violation", "timeout", "error"]
+    delay_s: float
+
+
+class RouteTaken(_Event):
+    """Retries are exhausted (or the error was not retryable): the failure route was taken."""
+
+    kind: Literal["route_taken"] = "route_taken"
+    state: str
+    dest: str
+    reason: str
+    attempts: int
+
+
+class BrainCall(_Event):
+    """A brain was asked for a state's output (token usage when the brain reports it)."""
+
+    kind: Literal["brain_call"] = "brain_call"
+    state: str
+    attempt: int
+    brain: str
+    duration_ms: float
+    usage: dict[str, int] = Field(default_factory=dict)
+    usage_source: str | None = Field(
+        default=None, description="where usage came from: server (reported), tokenizer "
+        "(counted with the server's tokenizer), estimated:METHOD; null without usage")
+
+
+class ContextBuilt(_Event):
+    """What a brain request was given, within the token budget (see
+    :mod:`hermes_fsm.engine.context`).
+
+    One per brain request (state attempt that asks the brain), just before ``brain_call``.
+    ``parts`` are tokens per part as sent (``system``, ``summary``, ``history``,
+    ``memory``, ``tools``, ``steps``, ``input``), measured by ``counter``; ``caps`` are
+    the tokens each trimmable part was allowed this time (``summary`` + ``history`` share
+    the ``history`` cap); ``budget`` is ``window - reserved_output``. ``dropped`` counts
+    what this request left out per part (history messages, memory lines, tools — named in
+    ``dropped_tools``); ``truncated`` names parts cut mid-text. ``folded`` messages left
+    the window for the rolling ``summary`` (set only when this build changed it), written
+    by ``summarizer`` (a brain's name, or ``extractive`` — with ``summary_error`` saying
+    why the brain's was not used). ``overflow`` is what nothing could cut (the system
+    prompt and this turn's earlier outputs alone were over the budget).
+    """
+
+    kind: Literal["context_built"] = "context_built"
+    state: str
+    attempt: int = 1
+    counter: str
+    window: int
+    reserved_output: int
+    budget: int
+    used: int
+    parts: dict[str, int]
+    caps: dict[str, int] = Field(default_factory=dict)
+    dropped: dict[str, int] = Field(default_factory=dict)
+    dropped_tools: list[str] = Field(default_factory=list)
+    truncated: list[str] = Field(default_factory=list)
+    folded: int = 0
+    summary: str | None = None
+    summarizer: str | None = None
+    summary_error: str | None = None
+    overflow: int = 0
+
+
+class TokenChunk(_Event):
+    """A piece of streamed answer text."""
+
+    kind: Literal["token_chunk"] = "token_chunk"
+    state: str
+    text: str
+
+
+class ToolCallStarted(_Event):
+    """A tool call began."""
+
+    kind: Literal["tool_call_started"] = "tool_call_started"
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    caller: str = ""
+
+
+class ToolCallFinished(_Event):
+    """A tool call ended: ``ok`` with ``output``, or an error envelope in ``error``.
+
+    The audit record of the call: who called (``caller``), which tool from which
+    ``source`` (``local`` or ``mcp:<server>``), its ``arguments``, the full output (the
+    model may have seen it ``truncated``), how many ``attempts`` it took, the output
+    contract problem (``output_violation``) and the tool that stood in (``fallback``).
+    """
+
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+    call_id: str
+    tool: str
+    ok: bool
+    output: Any = None
+    error: dict[str, Any] | None = None
+    attempts: int = 1
+    duration_ms: float
+    caller: str = ""
+    source: str = "local"
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    truncated: bool = False
+    output_violation: str | None = None
+    fallback: str | None = None
+
+
+class ToolCallProgress(_Event):
+    """A running tool call reported progress (MCP ``notifications/progress``)."""
+
+    kind: Literal["tool_call_progress"] = "tool_call_progress"
+    call_id: str
+    tool: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class ToolCallRetried(_Event):
+    """A tool call failed with a retryable error and will be made again after ``delay_s``."""
+
+    kind: Literal["tool_call_retried"] = "tool_call_retried"
+    call_id: str
+    tool: str
+    attempt: int
+    error_code: str
+    message: str
+    delay_s: float
+
+
+class MemoryWrite(_Event):
+    """A memory update was applied (or skipped, with ``status`` saying why)."""
+
+    kind: Literal["memory_write"] = "memory_write"
+    key: str
+    update_type: str
+    value: Any = None
+    status: Literal["applied", "skipped", "failed"]
+    detail: str = ""
+
+
+class MemoryRecalled(_Event):
+    """Memory was recalled for a state: the items (with scores) and the block's token cost.
+
+    ``tokens`` is the background block's size by the token counter the context builder
+    uses (the one ``context_built`` counts with; with no context builder, one per CJK
+    character and one per four other characters); ``error`` says why recall failed (the
+    turn goes on without it).
+    """
+
+    kind: Literal["memory_recalled"] = "memory_recalled"
+    state: str
+    items: list[dict[str, Any]] = Field(default_factory=list)
+    tokens: int = 0
+    error: str | None = None
+
+
+class MemoryCommitFailed(_Event):
+    """A memory commit failed; ``final`` says whether background retries are exhausted.
+
+    The answer was already given: a failed commit never fails the turn. With
+    ``final=False`` it is retried in the background; with ``final=True`` the updates
+    (``keys``) were not written after ``attempts`` tries.
+    """
+
+    kind: Literal["memory_commit_failed"] = "memory_commit_failed"
+    attempts: int
+    error: str
+    final: bool
+    keys: list[str] = Field(default_factory=list)
+
+
+class TurnFinished(_Event):
+    """The turn is over and the session is back in its initial state.
+
+    ``status``: ``completed`` (every state succeeded), ``degraded`` (a failure route was
+    taken), ``partial`` (the turn budget ran out).
+    """
+
+    kind: Literal["turn_finished"] = "turn_finished"
+    status: Literal["completed", "degraded", "partial"]
+    answer: str
+    duration_ms: float
+    path: list[str]
+
+
+Event = Annotated[
+    TurnStarted
+    | StateEntered
+    | StateExited
+    | StateOutput
+    | ContractViolation
+    | TimedOut
+    | HandlerFailed
+    | Retry
+    | RouteTaken
+    | BrainCall
+    | ContextBuilt
+    | TokenChunk
+    | ToolCallStarted
+    | ToolCallFinished
+    | ToolCallRetried
+    | ToolCallProgress
+    | MemoryWrite
+    | MemoryRecalled
+    | MemoryCommitFailed
+    | TurnFinished,
+    Field(discriminator="kind"),
+]
+"""Any event; parse one with ``EVENT_ADAPTER.validate_json(line)``."""
+
+EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
+EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+"""Parses a JSON array of events (a turn's batch in the session log)."""
+
+_new = object.__new__
+_set = object.__setattr__
+_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
+"""Per event class: its field values with defaults (in order), its field names, how many."""
+
+
+def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
+    """The field values of an event of ``kind``: defaults filled, in declared order.
+
+    Raises:
+        TypeError: a field the event does not have (a bug in the emitting code).
+    """
+    template = _TEMPLATES.get(kind)
+    if template is None:
+        values = {name: (None if info.is_required()
+                         else info.get_default(call_default_factory=True))
+                  for name, info in kind.model_fields.items()}
+        template = _TEMPLATES[kind] = (values, set(values), len(values))
+    values = template[0]
+    data = values.copy()
+    data.update(fields)
+    if len(data) != len(values):
+        unknown = sorted(set(fields) - template[1])
+        raise TypeError(f"{kind.__name__} has no field(s) {unknown}")
+    return data
+
+
+def make_event(kind: type[_Event], data: dict[str, Any]) -> Any:
+    """An event object over ``data`` (from :func:`event_data`), without re-validating it.
+
+    Pydantic validation of ~20 events per turn would cost more than the rest of the engine;
+    the fields come from our own code, not from outside, and the test suite checks that
+    every event a turn emits validates against its model (``EVENT_ADAPTER``).
+    """
+    event = _new(kind)
+    _set(event, "__dict__", data)
+    _set(event, "__pydantic_fields_set__", _TEMPLATES[kind][1])
+    _set(event, "__pydantic_extra__", None)
+    _set(event, "__pydantic_private__", None)
+    return event
+
+
+class EventList(Sequence[Any]):
+    """A turn's events, kept as field dicts and made into event objects on first read.
+
+    Most events of a busy service are written and never read back as objects; building
+    each one costs more than the rest of a state's work, so it happens only when needed
+    (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
+    """
+
+    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects")
+
+    def __init__(self) -> None:
+        self._kinds: list[type[_Event]] = []
+        self._data: list[dict[str, Any]] = []
+        self._objects: dict[int, Any] = {}  # by index: the events built so far
+        self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
+        self._json_upto = 0
+
+    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None) -> None:
+        """Append an event given as its kind and field dict (and its object, if built)."""
+        self._kinds.append(kind)
+        self._data.append(data)
+        if event is not None:
+            self._objects[len(self._data) - 1] = event
+
+    def _build(self, index: int) -> Any:
+        event = self._objects.get(index)
+        if event is None:
+            event = self._objects[index] = make_event(self._kinds[index], self._data[index])
+        return event
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self._build(i) for i in range(*index.indices(len(self._data)))]
+        if index < 0:
+            index += len(self._data)
+        if not 0 <= index < len(self._data):
+            raise IndexError("event index out of range")
+        return self._build(index)
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def pairs(self, start: int = 0) -> list[tuple[type[_Event], dict[str, Any]]]:
+        """The events from ``start`` on as ``(event class, field dict)`` pairs, no object
+        built (read the dicts, never change them)."""
+        return list(zip(self._kinds[start:], self._data[start:], strict=True))
+
+    def last_seq(self) -> int:
+        """The sequence number of the last event (0 for none), no object built."""
+        return self._data[-1]["seq"] if self._data else 0
+
+    def of_kinds(self, kinds: Container[str]) -> list[Any]:
+        """The events whose ``kind`` is in ``kinds``, as objects (only those are built)."""
+        return [self._build(i) for i, data in enumerate(self._data) if data["kind"] in kinds]
+
+    def __iter__(self) -> Any:
+        for i in range(len(self._data)):
+            yield self._build(i)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return f"EventList({list(self)!r})"
+
+    def to_json(self) -> bytes:
+        """The batch as one JSON array (the same JSON each event's model would write)."""
+        if not self._json:
+            return to_json(self._data, serialize_unknown=True)
+        if self._json_upto < len(self._data):
+            self.json_from(self._json_upto)
+        if len(self._json) == 1:
+            return self._json[0]
+        return b"[" + b",".join(c[1:-1] for c in self._json if len(c) > 2) + b"]"
+
+    def json_from(self, start: int) -> bytes:
+        """The events from ``start`` on as one JSON array (a durable step's write).
+
+        Serialized once: when ``start`` is where the previous call ended, the array is
+        kept and :meth:`to_json` joins the kept arrays rather than serialize again.
+        """
+        blob = to_json(self._data[start:], serialize_unknown=True)
+        if start == self._json_upto:
+            self._json.append(blob)
+            self._json_upto = len(self._data)
+        return blob

@@ -1,0 +1,288 @@
+"""The tool executor: one pipeline for every call, local or MCP.
+
+For each planned call: the tool must exist and be available → its arguments must pass
+the input schema (else ``VALIDATION_FAILED``, the call is not made, and planning gets to
+rewrite it) → the caller must hold the tool's permissions (a destructive tool needs an
+explicit grant) → its circuit breaker must be closed → the call runs under the
+contract's timeout → an error is classified into the envelope
+``{success: false, error_code, message, retryable}`` → retryable errors are retried with
+exponential backoff and jitter up to the contract's retry policy → the output is checked
+against the output schema and the contract's violation policy applied (``fail``,
+``log_only``, ``fallback: <tool>``) → the breaker learns the outcome → an audit event
+(:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
+result or error, attempts and duration. The calls of one plan run concurrently. An
+output too long for a model's context is truncated in the envelope (the event keeps it
+whole).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from pydantic_core import to_json
+
+from hermes_fsm.errors import MCPServerError, ToolCallFailed, ToolError
+from hermes_fsm.events.model import (
+    ToolCallFinished,
+    ToolCallProgress,
+    ToolCallRetried,
+    ToolCallStarted,
+)
+from hermes_fsm.tools.registry import Tool, ToolRegistry
+
+__all__ = ["Emit", "ToolExecutor"]
+
+Emit = Callable[..., Any]
+"""``emit(EventClass, **fields)``: how the executor reports calls (TurnContext.emit)."""
+
+_PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
+                              "CIRCUIT_OPEN"})
+
+
+def _no_events(kind: Any, **fields: Any) -> None:
+    return None
+
+
+class ToolExecutor:
+    """Runs planned calls concurrently through one pipeline and returns result envelopes.
+
+    Args:
+        registry: the tools (with their permissions and circuit breaker).
+        max_result_chars: an output whose JSON is longer is truncated for the model.
+        random: source of jitter for retry backoff (``() -> float`` in [0, 1)).
+        sleep: how to wait between retries (inject a fake to test backoff without waiting).
+    """
+
+    def __init__(self, registry: ToolRegistry, *, max_result_chars: int = 4000,
+                 random: Callable[[], float] | None = None,
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+        self.registry = registry
+        self.max_result_chars = max_result_chars
+        self._random = random or _random
+        self._sleep = sleep
+
+    async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
+                      emit: Emit = _no_events, caller: str = "anonymous",
+                      journal: Any = None) -> list[dict[str, Any]]:
+        """Run ``(call_id, tool_name, arguments)`` calls for user ``caller``.
+
+        With an effects ``journal`` (a durable session's, see
+        :class:`~hermes_fsm.engine.durable.EffectsJournal`) each call is journalled as started
+        before it runs and with its envelope after: a call that finished before a crash
+        is not made again (its envelope is reused), and one whose outcome is unknown is
+        made again only if its contract says it is idempotent — otherwise it fails with
+        ``OUTCOME_UNKNOWN`` instead of acting twice.
+
+        Returns one envelope per call, in order: ``{call_id, tool_name, success: true,
+        output}`` or ``{call_id, tool_name, success: false, error_code, message,
+        retryable}``.
+        """
+        await self.registry.breaker.refresh()  # tools tripped in other processes
+        if len(calls) == 1:
+            return [await self._run_one(*calls[0], emit, caller, journal)]
+        return list(await asyncio.gather(*(self._run_one(*c, emit, caller, journal)
+                                           for c in calls)))
+
+    async def _run_one(self, call_id: str, tool_name: str, arguments: dict[str, Any],
+                       emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
+        tool = self.registry.find(tool_name)
+        if journal is not None:
+            known = await journal.begin(call_id, tool_name)
+            if known is not None:
+                reused = self._journalled(known, call_id, tool_name, tool, arguments, emit,
+                                          caller)
+                if reused is not None:
+                    return reused
+        emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments,
+             caller=caller)
+        started = time.perf_counter()
+        audit: dict[str, Any] = {"attempts": 0, "violation": None, "fallback": None}
+        envelope = await self._outcome(call_id, tool_name, tool, arguments, caller, emit, audit)
+        if journal is not None:
+            await journal.finish(call_id, envelope)
+        duration_ms = (time.perf_counter() - started) * 1000
+        source = tool.source if tool is not None else "unknown"
+        attempts = audit["attempts"]
+        if envelope["success"]:
+            output = envelope["output"]
+            truncated = self._truncate(envelope)
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=True, output=output,
+                 duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
+                 arguments=arguments, truncated=truncated,
+                 output_violation=audit["violation"], fallback=audit["fallback"])
+        else:
+            error = {k: envelope[k] for k in ("error_code", "message", "retryable")}
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False, error=error,
+                 duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
+                 arguments=arguments, output_violation=audit["violation"],
+                 fallback=audit["fallback"])
+        return envelope
+
+    def _journalled(self, known: Any, call_id: str, tool_name: str, tool: Tool | None,
+                    arguments: dict[str, Any], emit: Emit, caller: str
+                    ) -> dict[str, Any] | None:
+        """The envelope of a journalled call, or ``None`` when it should be made again."""
+        if known.status == "finished" and known.outcome is not None:
+            envelope = dict(known.outcome)  # its events say attempts=0: nothing was called
+        elif tool is not None and tool.contract is not None and tool.contract.is_idempotent:
+            return None  # outcome unknown, but repeating it is harmless
+        else:
+            envelope = {"call_id": call_id, "tool_name": tool_name, "success": False,
+                        "error_code": "OUTCOME_UNKNOWN", "retryable": False,
+                        "message": (f"{tool_name} ({call_id}) was started before a restart and "
+                                    "its outcome is unknown; it is not idempotent, so it was "
+                                    "not made again. Check its effect before asking again.")}
+        emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments,
+             caller=caller)
+        source = tool.source if tool is not None else "unknown"
+        if envelope.get("success"):
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=True,
+                 output=envelope.get("output"), duration_ms=0.0, attempts=0, caller=caller,
+                 source=source, arguments=arguments, output_violation=None, fallback=None)
+        else:
+            emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False,
+                 error={k: envelope.get(k) for k in ("error_code", "message", "retryable")},
+                 duration_ms=0.0, attempts=0, caller=caller, source=source,
+                 arguments=arguments, output_violation=None, fallback=None)
+        return envelope
+
+    async def _outcome(self, call_id: str, tool_name: str, tool: Tool | None,
+                       arguments: dict[str, Any], caller: str, emit: Emit,
+                       audit: dict[str, Any], fallback_depth: int = 0) -> dict[str, Any]:
+        def failure(code: str, message: str, retryable: bool) -> dict[str, Any]:
+            return {"call_id": call_id, "tool_name": tool_name, "success": False,
+                    "error_code": code, "message": message, "retryable": retryable}
+
+        registry = self.registry
+        if tool is None:
+            known = ", ".join(registry.names()) or "none"
+            return failure("UNKNOWN_TOOL", f"unknown tool {tool_name!r}; known tools: {known}",
+                           False)
+        if tool.available is not None and (why := tool.available()) is not None:
+            return failure("SERVER_UNAVAILABLE", f"{tool_name} is unavailable: {why}", True)
+        problem = tool.argument_problem(arguments)
+        if problem is not None:
+            return failure("VALIDATION_FAILED", problem, False)
+        contract = tool.contract
+        assert contract is not None
+        if contract.permissions or tool.side_effects == "destructive":
+            denied = registry._permission(registry.permissions.caller(caller), tool_name)
+            if denied is not None:
+                return failure("PERMISSION_DENIED", denied, False)
+        breaker = registry.breaker
+        if breaker.any_open() and (why := breaker.problem(tool_name)) is not None:
+            return failure("CIRCUIT_OPEN", why, False)
+        policy = contract.retry
+        attempt = 0
+        while True:
+            attempt += 1
+            audit["attempts"] += 1
+            progress = None if tool.pass_kwargs else _progress(emit, call_id, tool_name)
+            code, message, declared, output = await self._attempt(tool, arguments, progress)
+            if code is None:
+                break
+            retryable = contract.error_is_retryable(code) if declared is None else declared
+            breaker.record(tool_name, False)
+            if not retryable or attempt >= policy.max_attempts:
+                return failure(code, message, retryable)
+            delay = policy.delay(attempt, self._random)
+            emit(ToolCallRetried, call_id=call_id, tool=tool_name, attempt=attempt + 1,
+                 error_code=code, message=message, delay_s=delay)
+            if delay > 0:
+                await self._sleep(delay)
+        violation = tool.output_problem(output)
+        if violation is None:
+            breaker.record(tool_name, True)
+            return {"call_id": call_id, "tool_name": tool_name, "success": True,
+                    "output": output}
+        audit["violation"] = violation
+        policy_name = contract.on_output_violation
+        if policy_name == "log_only":
+            breaker.record(tool_name, True)
+            return {"call_id": call_id, "tool_name": tool_name, "success": True,
+                    "output": output}
+        breaker.record(tool_name, False)
+        fallback = contract.fallback
+        if fallback is not None and fallback_depth == 0:
+            audit["fallback"] = fallback
+            stand_in = registry.find(fallback)
+            result = await self._outcome(call_id, fallback, stand_in, arguments, caller, emit,
+                                         audit, fallback_depth + 1)
+            result["tool_name"] = tool_name
+            return result
+        return failure("OUTPUT_VIOLATION", f"{tool_name}: {violation}", False)
+
+    async def _attempt(self, tool: Tool, arguments: dict[str, Any], progress: Any = None
+                       ) -> tuple[str | None, str, bool | None, Any]:
+        """One call: ``(None, "", None, output)`` or ``(code, message, retryable?, None)``.
+
+        ``retryable`` is ``None`` when the contract decides (it does unless the tool raised
+        :class:`ToolCallFailed` with an explicit ``retryable``).
+        """
+        try:
+            result = tool.invoke(arguments, progress)
+            if hasattr(result, "__await__"):
+                if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
+                    result = await result
+                else:
+                    async with asyncio.timeout(tool.timeout_s):
+                        result = await result
+        except TimeoutError:
+            return ("TIMEOUT", f"{tool.name} did not answer within {tool.timeout_s:g}s",
+                    None, None)
+        except ToolCallFailed as exc:
+            return exc.code, exc.message, exc.retryable, None
+        except MCPServerError as exc:
+            return "SERVER_UNAVAILABLE", str(exc), True, None
+        except ToolError as exc:
+            return "TOOL_ERROR", str(exc), None, None
+        except Exception as exc:  # a tool's own failure becomes an envelope, not a crash
+            return "TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}", None, None
+        return None, "", None, result
+
+    def _truncate(self, envelope: dict[str, Any]) -> bool:
+        return truncate_for_model(envelope, self.max_result_chars)
+
+
+def truncate_for_model(envelope: dict[str, Any], limit: int) -> bool:
+    """Shorten a long output in the envelope (for the model); ``True`` when it was.
+
+    The model sees a preview of ``limit`` characters; the event log keeps the whole output.
+    """
+    output = envelope["output"]
+    if output is None or isinstance(output, bool | int | float):
+        return False
+    text = output if isinstance(output, str) else to_json(
+        output, serialize_unknown=True).decode()
+    if len(text) <= limit:
+        return False
+    envelope["output"] = {"truncated": True, "total_chars": len(text),
+                          "preview": text[:limit],
+                          "note": "the output was cut for length; the event log has it all"}
+    return True
+
+
+def _progress(emit: Emit, call_id: str, tool: str) -> Any:
+    """A progress callback that turns MCP progress notifications into events."""
+
+    async def report(progress: float, total: float | None, message: str | None) -> None:
+        emit(ToolCallProgress, call_id=call_id, tool=tool, progress=progress, total=total,
+             message=message)
+
+    return report
+
+
+def _random() -> float:
+    return random.random()
+
+
+__all__ += ["is_planning_error"]
+
+
+def is_planning_error(code: str) -> bool:
+    """Whether an error code means the plan was wrong (the call was never made)."""
+    return code in _PLANNING_ERRORS

@@ -1,0 +1,30 @@
+"""A graph in any of the view's text formats (what ``hermes-fsm graph`` and the server's
+``GET /graph`` answer)."""
+
+from __future__ import annotations
+
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.viz.diagram import to_dot, to_mermaid
+from hermes_fsm.viz.svg import to_svg
+from hermes_fsm.viz.view import render_graph_html
+
+__all__ = ["GRAPH_FORMATS", "render_graph"]
+
+GRAPH_FORMATS = ("mermaid", "dot", "svg", "html")
+
+
+def render_graph(graph: Graph, fmt: str) -> str:
+    """The graph in one of :data:`GRAPH_FORMATS` (``mermaid`` for anything else is an error).
+
+    Raises:
+        ValueError: ``fmt`` is not one of :data:`GRAPH_FORMATS`.
+    """
+    if fmt == "svg":
+        return to_svg(graph)
+    if fmt == "html":
+        return render_graph_html(graph)
+    if fmt == "mermaid":
+        return to_mermaid(graph)
+    if fmt == "dot":
+        return to_dot(graph)
+    raise ValueError(f"unknown graph format {fmt!r}; choose one of {', '.join(GRAPH_FORMATS)}")
