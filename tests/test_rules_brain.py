@@ -23,7 +23,7 @@ from hermes_fsm.contracts.states import (
     ToolFailure,
     ToolSuccess,
 )
-from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.demo.tools import build_demo_registry, inventory_data, warehouse_code
 from hermes_fsm.errors import BrainError, ConfigError, ToolError
 from hermes_fsm.tools.registry import ToolRegistry
 
@@ -454,6 +454,34 @@ def test_unknown_field_is_named_with_its_line_and_the_allowed_fields(tmp_path: P
     assert f"{path}:3: intents[0].confidense: unknown field 'confidense'" in message
     assert "allowed: name, confidence, needs_tools, patterns," in message
     assert f"{path}:2: intents[0].confidence: this required field is missing" in message
+
+
+SLOTS = MINIMAL.replace("    patterns: ['hello']\n", "    patterns: ['hello']\n"
+                        "    extract: ['hello (?P<town>\\w+)']\n"
+                        "    normalize: {town: towns}\n")
+
+
+async def test_a_normaliser_is_an_aliases_table_of_the_rule_book(tmp_path: Path) -> None:
+    text = SLOTS.replace("answers:", "aliases:\n  towns: {sh: [shanghai, 上海]}\nanswers:")
+    brain = RulesBrain.from_file(rules_file(tmp_path, text))
+    assert (await decide("intent", "hello Shanghai", brain=brain))["parameters"]["town"] == "sh"
+    # a value no table names is lower-cased (the tool then says it does not know it)
+    assert (await decide("intent", "hello Mars", brain=brain))["parameters"]["town"] == "mars"
+
+
+def test_a_normaliser_naming_no_aliases_table_is_refused_with_its_line(tmp_path: Path) -> None:
+    path = rules_file(tmp_path, SLOTS)
+    with pytest.raises(ConfigError, match=rf"{path}:6: intents\[0\]\.normalize\.town: unknown "
+                                          r"normaliser 'towns'; use upper, lower or a table of "
+                                          r"`aliases` \(none declared\)"):
+        RuleBook.from_file(path)
+
+
+def test_the_default_warehouse_aliases_agree_with_the_demo_inventory() -> None:
+    normalise = RuleBook.default().normalizers["warehouse_code"]
+    for code, info in inventory_data()["warehouses"].items():
+        for name in (code, *info["names"]):
+            assert normalise(name) == code == warehouse_code(name), name
 
 
 def test_bad_regex_is_named_with_its_line(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ import re
 import string
 import types
 from collections.abc import Callable, Mapping, Sequence
-from functools import cache, cached_property, lru_cache
+from functools import cache, cached_property, lru_cache, partial
 from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
@@ -42,6 +42,11 @@ _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
 _REF = re.compile(r"^\{(\w+)(\?)?\}$")
 _CALL_REF = re.compile(r"tool_calls(?:\[(\d+)\]|\.(\d+))")
 _BUILTIN_NORMALIZERS: dict[str, Callable[[str], str]] = {"upper": str.upper, "lower": str.lower}
+
+
+def _canonical(names: Mapping[str, str], value: str) -> str:
+    """The key ``names`` gives ``value`` (case-insensitively); else ``value`` lower-cased."""
+    return names.get(value.strip().lower(), value.lower())
 
 
 def detect_language(text: str) -> str:
@@ -235,17 +240,6 @@ class RuleBook(_Rules):
     answers: Answers
     memory: list[MemoryRule] = []
 
-    @model_validator(mode="after")
-    def _check_normalizers(self) -> RuleBook:
-        known = set(_BUILTIN_NORMALIZERS) | set(self.aliases)
-        for rule in self.intents:
-            for slot, name in rule.normalize.items():
-                if name not in known:
-                    tables = ", ".join(sorted(self.aliases)) or "none declared"
-                    raise ValueError(f"intent {rule.name!r}: normalize.{slot} is {name!r}; use "
-                                     f"upper, lower or a table of `aliases` ({tables})")
-        return self
-
     @cached_property
     def normalizers(self) -> dict[str, Callable[[str], str]]:
         """Normaliser by name: ``upper``, ``lower``, and one per ``aliases`` table (a value
@@ -253,7 +247,7 @@ class RuleBook(_Rules):
         found = dict(_BUILTIN_NORMALIZERS)
         for table_name, table in self.aliases.items():
             names = {n.strip().lower(): key for key, ns in table.items() for n in (key, *ns)}
-            found[table_name] = lambda v, names=names: names.get(v.strip().lower(), v.lower())
+            found[table_name] = partial(_canonical, names)
         return found
 
     @classmethod
@@ -305,7 +299,12 @@ class RuleBook(_Rules):
             problems += [(("plans", intent, n, "tool"), f"no answer template for tool "
                           f"{c.tool!r}; add answers.tools.{c.tool} (en and zh)")
                          for n, c in enumerate(calls) if c.tool not in self.answers.tools]
+        known = set(_BUILTIN_NORMALIZERS) | set(self.aliases)
+        tables = ", ".join(sorted(self.aliases)) or "none declared"
         for n, rule in enumerate(self.intents):
+            problems += [(("intents", n, "normalize", slot), f"unknown normaliser {name!r}; "
+                          f"use upper, lower or a table of `aliases` ({tables})")
+                         for slot, name in rule.normalize.items() if name not in known]
             if rule.needs_tools and rule.name not in self.plans:
                 problems.append((("intents", n, "needs_tools"), f"intent {rule.name!r} needs "
                                  f"tools but has no plan; add plans.{rule.name}"))

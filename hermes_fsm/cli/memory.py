@@ -29,8 +29,8 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run_memory(args: argparse.Namespace, config: Any, out: TextIO) -> int:
     """Run ``memory search|list|forget``; returns the exit code."""
+    from hermes_fsm.config.memory import build_memory
     from hermes_fsm.errors import UsageError
-    from hermes_fsm.memory import build_memory
 
     if args.action == "search" and not args.query.strip():
         raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")

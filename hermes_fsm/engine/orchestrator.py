@@ -187,7 +187,7 @@ class Orchestrator:
 
             kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
         if "memory" not in overrides:
-            from hermes_fsm.memory import build_memory
+            from hermes_fsm.config.memory import build_memory
 
             kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
         if "tools" not in overrides:

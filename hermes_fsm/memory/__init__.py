@@ -3,7 +3,7 @@ experience (PostgreSQL / SQLite), behind protocols, composed by :class:`TieredMe
 
 The engine's handlers see the :class:`Memory` protocol (``recall``, ``apply``,
 ``forget``). ``Orchestrator()`` uses :class:`InProcessMemory`; ``Orchestrator.from_config``
-builds what the ``memory:`` section says (:func:`build_memory`).
+builds what the ``memory:`` section says (:func:`hermes_fsm.config.memory.build_memory`).
 """
 
 from __future__ import annotations
@@ -34,15 +34,8 @@ __all__ = [
     "ToolOutcomes",
     "WorkingMemory",
     "WriteOutcome",
-    "build_memory",
     "estimate_tokens",
     "format_recall",
     "item_id",
 ]
 
-
-def build_memory(config: object = None) -> TieredMemory:
-    """The tiers a :class:`~hermes_fsm.memory.settings.MemoryConfig` asks for (lazy import)."""
-    from hermes_fsm.config.memory import build_memory as build
-
-    return build(config)  # type: ignore[arg-type]
