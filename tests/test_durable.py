@@ -140,6 +140,18 @@ async def test_resume_finishes_an_interrupted_turn_from_its_last_stored_step(sto
     assert [e["kind"] for e in stored].count("turn_finished") == 1
 
 
+async def test_a_retry_resumed_after_a_crash_tells_the_brain_why_it_was_retried(store):
+    bad = {**INTENT_TOOLS, "confidence": 2.0}
+    script = happy_script(intent=[bad, HANG])
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store))
+    brain = ScriptedBrain(happy_script())
+    await Orchestrator(graph_with(), brain=brain, store=store).resume("s1")
+    intent = brain.requests_for("INTENT")[0]
+    assert intent.attempt == 2 and intent.repair is not None
+    assert (intent.repair.reason, intent.repair.message) == (
+        "violation", "the previous attempt ended before a restart (retry)")
+
+
 async def test_resume_of_a_session_without_an_unfinished_turn_returns_none(store):
     orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
     await orchestrator.run_turn("s1", "how many?", user_id="u1")

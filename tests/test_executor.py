@@ -96,7 +96,7 @@ async def test_a_bad_plan_is_not_executed_and_repaired_on_retry(
     brain = ScriptedBrain(happy_script(plan=[bad, good, {"tool_calls": []}]))
     result = await make_orchestrator(brain=brain).run_turn("s1", "How many A1001?")
     planning = brain.requests_for("plan")
-    assert planning[1].repair is not None and fed_back in planning[1].repair
+    assert planning[1].repair is not None and fed_back in planning[1].repair.text()
     started = [e for e in result.events if e.kind == "tool_call_started"]
     assert [(e.tool, e.arguments) for e in started] == [
         ("inventory_lookup", {"sku": "A1001", "warehouse": "east"})]

@@ -65,6 +65,11 @@ BAD_GRAPHS = [
     ("contract_not_a_contract.yaml", 6, "is not a Contract subclass"),
     ("contract_key_mismatch.yaml", 5, "is named 'clarification'"),
     ("contract_module_raises.yaml", 6, "raised RuntimeError"),
+    ("recall_unknown.yaml", 11, "recall lists unknown 'past_outcome'; list any of memory, "
+                                "past_outcomes"),
+    ("recall_twice.yaml", 10, "recall lists 'memory' twice; list it once"),
+    ("recall_not_a_list.yaml", 9, "recall is a list, even of one item; write recall: [memory]"),
+    ("recall_on_initial.yaml", 7, "'IDLE' waits for a message and recalls nothing"),
 ]
 
 
@@ -203,6 +208,23 @@ def test_bundled_graph_contract_states_without_handler_ask_the_brain(bundled: Gr
     assert bundled.states["INTENT"].handler is None  # a contract alone: the engine asks the brain
     assert bundled.states["INTENT"].working and not bundled.states["IDLE"].working
     assert bundled.states["IDLE"].handler is None
+
+
+def test_bundled_graph_gives_planning_past_outcomes_and_the_other_brain_states_memory(
+        bundled: Graph) -> None:
+    recall = {name: set(state.recall) for name, state in bundled.states.items()}
+    assert recall["PLANNING"] == {"memory", "past_outcomes"}
+    assert recall["INTENT"] == recall["RESPONSE"] == recall["MEMORY_COMMIT"] == {"memory"}
+
+
+def test_a_state_without_recall_recalls_memory_and_an_empty_recall_nothing() -> None:
+    text = default_graph_path().read_text(encoding="utf-8")
+    text = text.replace("    recall: [memory]\n    on_failure: MEMORY_COMMIT\n",
+                        "    recall: []\n    on_failure: MEMORY_COMMIT\n")
+    graph = parse_graph(text, "recall.yaml")
+    assert graph.states["RESPONSE"].recall == frozenset()
+    assert graph.states["RESULT"].recall == frozenset({"memory"})  # not given: the default
+    assert graph.states["IDLE"].recall == frozenset()
 
 
 # --- a user graph with its own states, handlers and contracts ----------------------------

@@ -9,7 +9,7 @@ from typing import Any
 import pydantic
 import pytest
 
-from hermes_fsm.brain.protocol import Brain, BrainRequest, ToolDescription
+from hermes_fsm.brain.protocol import Brain, BrainRequest, Repair, RepairError, ToolDescription
 from hermes_fsm.brain.rules import RuleBook, RulesBrain, detect_language
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.states import (
@@ -25,7 +25,7 @@ from hermes_fsm.contracts.states import (
 )
 from hermes_fsm.demo.tools import build_demo_registry, inventory_data, warehouse_code
 from hermes_fsm.errors import BrainError, ConfigError, ToolError
-from hermes_fsm.tools.registry import ToolRegistry
+from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 BRAIN = RulesBrain()
 ZH_STOCK = "SKU A1001 在华东仓还有多少库存?"
@@ -33,7 +33,7 @@ EN_STOCK = "How many A1001 are left in the east warehouse?"
 
 
 async def decide(contract: str, text: str, outputs: Mapping[str, Contract] | None = None,
-                 tools: list[ToolDescription] | None = None, repair: str | None = None,
+                 tools: list[ToolDescription] | None = None, repair: Repair | None = None,
                  brain: RulesBrain = BRAIN) -> Any:
     request = BrainRequest(state=contract.upper(), contract_name=contract, schema={}, text=text,
                            user_id="u1", outputs=outputs or {}, tools=tools or [], repair=repair)
@@ -44,7 +44,7 @@ async def intent_of(text: str) -> Intent:
     return Intent.validate_output(await decide("intent", text))  # type: ignore[return-value]
 
 
-async def plan_for(text: str, registry: ToolRegistry, repair: str | None = None) -> Plan:
+async def plan_for(text: str, registry: ToolRegistry, repair: Repair | None = None) -> Plan:
     outputs = {"intent": await intent_of(text)}
     raw = await decide("plan", text, outputs, registry.describe(), repair)
     return Plan.validate_output(raw, {"tool_catalog": registry})  # type: ignore[return-value]
@@ -260,20 +260,48 @@ async def test_repair_drops_the_call_the_refusal_names_as_unknown() -> None:
     narrower = ToolRegistry([registry.get("list_reminders")])  # the tool went away
     with pytest.raises(pydantic.ValidationError) as refused:
         Plan.validate_output(plan.model_dump(), {"tool_catalog": narrower})
-    repaired = await plan_for(EN_STOCK, registry, repair=str(refused.value))
+    repaired = await plan_for(EN_STOCK, registry,
+                              repair=Repair.violation(Plan.ref(), refused.value))
     assert repaired.tool_calls == []
 
 
+def stock_tool(sku: dict[str, Any], warehouse: dict[str, Any]) -> ToolRegistry:
+    """A registry of one inventory_lookup whose arguments have the given schemas."""
+    return ToolRegistry([Tool(
+        name="inventory_lookup", description="Stock of a SKU.", fn=lambda **_: {},
+        input_schema={"type": "object", "properties": {"sku": sku, "warehouse": warehouse},
+                      "required": ["sku"], "additionalProperties": False})])
+
+
+async def refused_plan(registry: ToolRegistry) -> Repair:
+    with pytest.raises(pydantic.ValidationError) as refused:
+        await plan_for(EN_STOCK, registry)
+    return Repair.violation(Plan.ref(), refused.value)
+
+
 async def test_repair_drops_an_invalid_optional_argument_and_keeps_the_call() -> None:
-    message = ("1 validation error for Plan\n  Value error, tool_calls[0] (inventory_lookup): "
-               "arguments do not match the input schema: 5 is not of type 'string' (at warehouse)")
-    plan = await plan_for(EN_STOCK, build_demo_registry(), repair=message)
+    registry = stock_tool({"type": "string"}, {"enum": ["north"]})  # east is not offered
+    plan = await plan_for(EN_STOCK, registry, repair=await refused_plan(registry))
     assert [(c.tool_name, c.arguments) for c in plan.tool_calls] == [
         ("inventory_lookup", {"sku": "A1001"})]
 
 
+async def test_repair_drops_a_call_whose_required_argument_is_refused() -> None:
+    registry = stock_tool({"pattern": "^B"}, {"type": "string"})
+    plan = await plan_for(EN_STOCK, registry, repair=await refused_plan(registry))
+    assert plan.tool_calls == []
+
+
+async def test_repair_reads_the_refused_call_from_the_error_location() -> None:
+    registry = build_demo_registry()
+    refusal = Repair("violation", "refused", Plan.ref(), (
+        RepairError(("tool_calls", 0, "arguments"), "bad", "dict_type"),))
+    plan = await plan_for(EN_STOCK, registry, repair=refusal)
+    assert plan.tool_calls == []  # its arguments are fine by the schema: the call goes
+
+
 async def test_repair_never_resends_the_same_plan() -> None:
-    plan = await plan_for(EN_STOCK, build_demo_registry(), repair="the plan was refused")
+    plan = await plan_for(EN_STOCK, build_demo_registry(), repair=Repair.timeout(15.0))
     assert plan.tool_calls == []
 
 
@@ -321,6 +349,32 @@ async def test_answer_cites_only_the_facts_it_used() -> None:
                           needs_more_tools=False)
     response = await respond(EN_STOCK, {**out, "result_report": report})
     assert response.evidence == ["fact-call-1"]
+
+
+async def answer_after(refusal: Repair) -> dict[str, Any]:
+    """The raw answer to a stock question, asked again after ``refusal``."""
+    registry = build_demo_registry()
+    out = await turn(EN_STOCK, registry)
+    request = BrainRequest(state="RESPONSE", contract_name="response", schema={}, text=EN_STOCK,
+                           user_id="u1", outputs=out, tools=registry.describe(), attempt=2,
+                           repair=refusal)
+    raw: dict[str, Any] = await BRAIN.decide(request)
+    return raw
+
+
+async def test_an_answer_whose_citations_were_refused_is_given_without_them() -> None:
+    with pytest.raises(pydantic.ValidationError) as refused:
+        Response.validate_output({"text": "342", "evidence": ["fact-call-1"]},
+                                 {"fact_ids": set()})
+    raw = await answer_after(Repair.violation(Response.ref(), refused.value))
+    assert raw["evidence"] == [] and "342" in raw["text"]
+
+
+async def test_an_answer_refused_for_something_else_keeps_its_citations() -> None:
+    with pytest.raises(pydantic.ValidationError) as refused:
+        Response.validate_output({"text": "", "evidence": []})  # mentions no evidence
+    raw = await answer_after(Repair.violation(Response.ref(), refused.value))
+    assert raw["evidence"] == ["fact-call-1"]
 
 
 @pytest.mark.parametrize(("text", "answer"), [

@@ -15,11 +15,13 @@ from hermes_fsm.brain.protocol import (
     Brain,
     BrainReply,
     BrainRequest,
+    Repair,
+    RepairError,
     Summarizer,
     SummaryRequest,
     ToolDescription,
 )
 from hermes_fsm.brain.rules import RuleBook, RulesBrain
 
-__all__ = ["Brain", "BrainReply", "BrainRequest", "OpenAIBrain", "RuleBook", "RulesBrain",
-           "Summarizer", "SummaryRequest", "ToolDescription"]
+__all__ = ["Brain", "BrainReply", "BrainRequest", "OpenAIBrain", "Repair", "RepairError",
+           "RuleBook", "RulesBrain", "Summarizer", "SummaryRequest", "ToolDescription"]

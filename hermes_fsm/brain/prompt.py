@@ -4,16 +4,20 @@ The system message names the state, hands over the contract's JSON Schema and as
 exactly one JSON object, then the recalled memory; the user message carries the rolling
 summary and the recent history, what earlier states of the turn produced, the tools (for
 a contract that plans tool calls) and the user's words. On a retry the refusal (the
-validation errors) is appended, so the model can repair its output. Each part is
+request's :class:`~hermes_fsm.brain.protocol.Repair`, in words: the validation errors) is
+appended, so the model can repair its output. Each part is
 rendered by its own function, so the context builder (:mod:`hermes_fsm.engine.context`)
 measures exactly what is sent.
 
->>> from hermes_fsm.brain.protocol import BrainRequest
+>>> from hermes_fsm.brain.protocol import BrainRequest, Repair
 >>> request = BrainRequest(state="INTENT", contract_name="intent",
-...                        schema={"type": "object"}, text="hi", user_id="u",
-...                        repair="- confidence: must be <= 1")
+...                        schema={"type": "object"}, text="hi", user_id="u", attempt=2,
+...                        repair=Repair.timeout(10.0))
 >>> [m["role"] for m in chat_messages(request)]
 ['system', 'user', 'user']
+>>> print(repair_message(request))
+Attempt 2. the previous attempt timed out after 10.0s
+Reply again with one corrected JSON object only.
 """
 
 from __future__ import annotations
@@ -107,9 +111,9 @@ def input_block(text: str) -> str:
 
 def repair_message(request: BrainRequest) -> str:
     """On a retry, why the previous output was refused ("" on a first attempt)."""
-    if not request.repair:
+    if request.repair is None:
         return ""
-    return (f"Attempt {request.attempt}. {request.repair}\n"
+    return (f"Attempt {request.attempt}. {request.repair.text()}\n"
             "Reply again with one corrected JSON object only.")
 
 
@@ -131,7 +135,7 @@ def chat_messages(request: BrainRequest, history_limit: int | None = None
     parts.append(input_block(request.text))
     messages = [{"role": "system", "content": system},
                 {"role": "user", "content": "\n\n".join(p for p in parts if p)}]
-    if request.repair:
+    if request.repair is not None:
         messages.append({"role": "user", "content": repair_message(request)})
     return messages
 

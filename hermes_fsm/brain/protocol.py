@@ -2,9 +2,10 @@
 
 A brain gets a :class:`BrainRequest` — the state, its contract (name and JSON Schema),
 the user's message, what earlier states of this turn produced, the tools it may plan
-with, recalled memory, and, on a retry, the validation errors of its previous attempt —
-and returns the *raw* output: a mapping, a contract instance, or JSON text. The engine
-validates it; a brain never has to be right, only answerable for.
+with, recalled memory, and, on a retry, a :class:`Repair` saying why its previous attempt
+was refused (with the validation errors as data) — and returns the *raw* output: a
+mapping, a contract instance, or JSON text. The engine validates it; a brain never has
+to be right, only answerable for.
 
 Brains dispatch on ``request.contract_name``, so they work with any graph whose states
 use contracts they know.
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import ValidationError
 
 from hermes_fsm.contracts.base import Contract
 
@@ -22,10 +25,121 @@ __all__ = [
     "Brain",
     "BrainReply",
     "BrainRequest",
+    "Repair",
+    "RepairError",
+    "RepairReason",
     "Summarizer",
     "SummaryRequest",
     "ToolDescription",
 ]
+
+RepairReason = Literal["violation", "timeout", "error"]
+"""Why an attempt is retried: its output broke the contract, it timed out, or it raised a
+:class:`~hermes_fsm.errors.RetryableError` (the ``reason`` of the ``retry`` event)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RepairError:
+    """One validation error of a refused output, as pydantic reported it.
+
+    Attributes:
+        loc: where in the output (``("confidence",)``, ``("tool_calls", 0, "tool_name")``;
+            ``()`` for the output as a whole).
+        msg: what is wrong, in words.
+        type: pydantic's error type (``"less_than_equal"``, ``"missing"``, ``"value_error"``).
+        ctx: the error's context, its JSON-like values only (``{"le": 1}``; the Plan
+            contract puts the refused calls under ``"calls"``, see
+            :class:`~hermes_fsm.contracts.states.Plan`).
+    """
+
+    loc: tuple[str | int, ...]
+    msg: str
+    type: str
+    ctx: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """``loc`` as a dotted path (``"(root)"`` for the whole output)."""
+        return ".".join(str(p) for p in self.loc) or "(root)"
+
+
+@dataclass(frozen=True, slots=True)
+class Repair:
+    """Why the previous attempt at a state was refused: what a brain gets on a retry.
+
+    Brains read the fields; :meth:`text` words it for a model
+    (:func:`hermes_fsm.brain.prompt.repair_message` adds it to the prompt).
+
+    >>> from hermes_fsm.contracts.states import Intent
+    >>> try:
+    ...     Intent.validate_output({"intent_type": "hi", "parameters": {}, "confidence": 2})
+    ... except ValidationError as exc:
+    ...     repair = Repair.violation(Intent.ref(), exc)
+    >>> repair.reason, [(e.loc, e.type) for e in repair.errors]
+    ('violation', [(('confidence',), 'less_than_equal')])
+    >>> print(repair.text())
+    Your output was refused by contract intent@1.0.0:
+    - confidence: Input should be less than or equal to 1
+    Return output that satisfies the JSON Schema exactly; no extra fields.
+
+    Attributes:
+        reason: ``violation``, ``timeout`` or ``error`` (:data:`RepairReason`).
+        message: what happened, in one sentence.
+        contract: the ref of the contract that refused the output (``"plan@1.0.0"``), for a
+            violation.
+        errors: the validation errors, for a violation.
+    """
+
+    reason: RepairReason
+    message: str
+    contract: str | None = None
+    errors: tuple[RepairError, ...] = ()
+
+    @classmethod
+    def violation(cls, contract: str, error: ValidationError) -> Repair:
+        """The output broke ``contract`` (a ref such as ``"intent@1.0.0"``) with ``error``."""
+        errors = tuple(
+            RepairError(tuple(e["loc"]), e["msg"], e["type"], _plain_ctx(e.get("ctx")))
+            for e in error.errors(include_url=False))
+        return cls("violation", f"Your output was refused by contract {contract}",
+                   contract, errors)
+
+    @classmethod
+    def timeout(cls, limit_s: float | None) -> Repair:
+        """The attempt ran past the state's ``timeout_s``."""
+        return cls("timeout", f"the previous attempt timed out after {limit_s}s")
+
+    @classmethod
+    def error(cls, error: BaseException) -> Repair:
+        """The attempt raised ``error`` (a retryable one)."""
+        return cls("error", f"the previous attempt failed: {error}")
+
+    def text(self) -> str:
+        """The repair in words, as a model is told it."""
+        if not self.errors:
+            return self.message
+        lines = [f"{self.message}:"]
+        lines.extend(f"- {e.where}: {e.msg}" for e in self.errors)
+        lines.append("Return output that satisfies the JSON Schema exactly; no extra fields.")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.text()
+
+
+def _plain_ctx(ctx: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The JSON-like entries of a pydantic error context (not the exception objects)."""
+    return {k: v for k, v in (ctx or {}).items() if _plain(v)}
+
+
+def _plain(value: Any) -> bool:
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,7 +169,8 @@ class BrainRequest:
             the sliding window, already cut to its token budget (:mod:`hermes_fsm.engine.context`).
         summary: the rolling summary of the messages older than ``history`` ("" when none).
         attempt: 1 on the first try; higher on retries.
-        repair: on a retry, why the previous output was refused (validation errors).
+        repair: on a retry, why the previous attempt was refused (:class:`Repair`: the
+            reason, and for a violation the contract and its validation errors).
         on_token: when set, a brain that streams may call it with each piece of answer
             text as it arrives (the default handler turns them into ``TokenChunk`` events).
     """
@@ -70,7 +185,7 @@ class BrainRequest:
     memory: str = ""
     history: Sequence[Mapping[str, str]] = ()
     attempt: int = 1
-    repair: str | None = None
+    repair: Repair | None = None
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     summary: str = ""
 

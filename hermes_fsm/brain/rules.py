@@ -26,10 +26,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar, Union, get_args, get_origin
 
+import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
 
 from hermes_fsm._internal.yaml_lines import YamlProblem, line_at, load_yaml_file, load_yaml_text
-from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest
+from hermes_fsm.brain.protocol import BrainRequest, Repair, SummaryRequest, ToolDescription
 from hermes_fsm.brain.summary import extractive_summary
 from hermes_fsm.errors import BrainError, ConfigError
 
@@ -40,7 +41,6 @@ _T = TypeVar("_T")
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
 _REF = re.compile(r"^\{(\w+)(\?)?\}$")
-_CALL_REF = re.compile(r"tool_calls(?:\[(\d+)\]|\.(\d+))")
 _BUILTIN_NORMALIZERS: dict[str, Callable[[str], str]] = {"upper": str.upper, "lower": str.lower}
 
 
@@ -482,8 +482,8 @@ class RulesBrain:
             if tool is not None and args is not None and all(
                     r in args for r in tool.input_schema.get("required", ())):
                 calls.append((planned, args))
-        if request.repair:
-            calls = _repair(calls, request.repair)
+        if request.repair is not None:
+            calls = _repair(calls, request.repair, tools)
         return {"tool_calls": [
             {"tool_name": p.tool, "arguments": a, "reasoning_trace": p.reasoning.format_map(params)}
             for p, a in calls]}
@@ -512,7 +512,8 @@ class RulesBrain:
         parts += [rules.say(answers.failure, lang, f) for f in failures]
         if not parts:
             parts = [self._answer_without_facts(request, intent, params, lang)]
-        if request.repair and "evidence" in request.repair:
+        if request.repair is not None and any(e.loc[:1] == ("evidence",)
+                                              for e in request.repair.errors):
             evidence = []  # the citations were refused: answer without them
         text = ("" if lang == "zh" else " ").join(p for p in parts if p)
         fallback = answers.replies[rules.fallback.name]
@@ -566,25 +567,55 @@ class RulesBrain:
         return {"memory_updates": list(updates.values())}
 
 
-def _repair(calls: list[tuple[PlannedCall, dict[str, Any]]], message: str
-            ) -> list[tuple[PlannedCall, dict[str, Any]]]:
-    """Drop what the refusal ``message`` names: an optional argument, else the whole call."""
-    hits = list(_CALL_REF.finditer(message))
-    if not hits:  # no call named by index: drop the calls whose tool it names, else all
-        kept = [c for c in calls if c[0].tool not in message]
-        return kept if len(kept) < len(calls) else []
-    problems: dict[int, str] = {}
-    for n, hit in enumerate(hits):
-        end = hits[n + 1].start() if n + 1 < len(hits) else len(message)
-        index = int(hit[1] or hit[2])
-        problems[index] = problems.get(index, "") + message[hit.end():end]
+def _repair(calls: list[tuple[PlannedCall, dict[str, Any]]], repair: Repair,
+            tools: Mapping[str, ToolDescription]) -> list[tuple[PlannedCall, dict[str, Any]]]:
+    """The plan again without what ``repair`` refused: a refused call whose only faults (by
+    its tool's input schema) are optional arguments goes without them, any other refused
+    call goes; a refusal that names no call (or a timeout) drops them all, so the same
+    plan is never sent twice."""
+    refused = _refused_calls(repair)
+    if not refused:
+        return []
     repaired = []
     for index, (planned, args) in enumerate(calls):
-        if (problem := problems.get(index)) is None:
+        if index not in refused:
             repaired.append((planned, args))
             continue
-        optional = [a for a in args if planned.refs.get(a, ("", False))[1]
-                    and re.search(rf"\b{re.escape(a)}\b", problem)]
-        if optional and "unknown tool" not in problem:
-            repaired.append((planned, {a: v for a, v in args.items() if a not in optional}))
+        tool = tools.get(planned.tool)
+        faulty = _faulty_arguments(args, tool.input_schema) if tool is not None else set()
+        if faulty and all(planned.refs.get(a, ("", False))[1] for a in faulty):
+            repaired.append((planned, {a: v for a, v in args.items() if a not in faulty}))
     return repaired
+
+
+def _refused_calls(repair: Repair) -> set[int]:
+    """The indices of the planned calls a refusal names: by an error's location
+    (``tool_calls.N…``) or in the Plan contract's ``calls`` context."""
+    refused: set[int] = set()
+    for error in repair.errors:
+        loc = error.loc
+        if len(loc) >= 2 and loc[0] == "tool_calls" and isinstance(loc[1], int):
+            refused.add(loc[1])
+        for call in error.ctx.get("calls", ()):
+            if isinstance(call, Mapping) and isinstance(call.get("index"), int):
+                refused.add(call["index"])
+    return refused
+
+
+def _faulty_arguments(args: Mapping[str, Any], schema: Mapping[str, Any]) -> set[str]:
+    """The arguments that break the tool's input schema (empty when none can be named)."""
+    try:
+        validator = jsonschema.validators.validator_for(
+            schema, default=jsonschema.Draft202012Validator)(schema)
+        errors = list(validator.iter_errors(dict(args)))
+    except Exception:  # a schema this check cannot use: no argument is named
+        return set()
+    faulty: set[str] = set()
+    for error in errors:
+        if error.absolute_path:
+            faulty.add(str(error.absolute_path[0]))
+        elif error.validator == "additionalProperties":
+            faulty.update(a for a in args if a not in schema.get("properties", {}))
+        else:  # a fault of the arguments as a whole (a required one missing …)
+            return set()
+    return faulty

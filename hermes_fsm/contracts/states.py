@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from hermes_fsm.contracts.base import Contract
 
@@ -78,16 +79,24 @@ class Plan(Contract):
 
     @model_validator(mode="after")
     def _calls_are_executable(self, info: ValidationInfo) -> Plan:
+        """Calls the tool catalog refuses make one ``value_error`` for the whole plan, whose
+        context lists them as data under ``"calls"``: ``{"index", "tool", "problem"}`` per
+        refused call (a brain reads them from :class:`~hermes_fsm.brain.protocol.Repair`).
+        """
         catalog = (info.context or {}).get("tool_catalog")
         if catalog is None:
             return self
-        problems = []
+        refused = []
         for i, call in enumerate(self.tool_calls):
             problem = catalog.check_call(call.tool_name, call.arguments)
             if problem:
-                problems.append(f"tool_calls[{i}] ({call.tool_name}): {problem}")
-        if problems:
-            raise ValueError("; ".join(problems))
+                refused.append({"index": i, "tool": call.tool_name, "problem": problem})
+        if refused:
+            problems = "; ".join(f"tool_calls[{c['index']}] ({c['tool']}): {c['problem']}"
+                                 for c in refused)
+            # worded as a ValueError would be (type and message), with the calls as data
+            raise PydanticCustomError("value_error", "Value error, {problems}",
+                                      {"problems": problems, "calls": refused})
         return self
 
 

@@ -41,8 +41,8 @@ session's checkpoint; a session rebuilt from its events replays the folds
 Every brain request leaves a ``context_built`` event
 (:class:`~hermes_fsm.events.model.ContextBuilt`) with the tokens per part, the caps, what was
 dropped, folded or cut. One per request, not one per turn, because the parts differ by
-request: tools are in the prompt only when planning, memory at PLANNING adds past
-outcomes, earlier outputs grow as the turn goes, a retry adds its refusal — only a
+request: tools are in the prompt only when planning, a state recalling ``past_outcomes``
+adds them to its memory, earlier outputs grow as the turn goes, a retry adds its refusal — only a
 per-request event says what the model saw. The costly step, folding (which may call a
 model), still runs once per turn; the event of the request that did it carries
 ``folded`` and the new ``summary``.

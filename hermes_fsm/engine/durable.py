@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from hermes_fsm.brain.protocol import Repair, RepairReason
 from hermes_fsm.engine.context import apply_context_event
 from hermes_fsm.engine.session import Session
 from hermes_fsm.engine.turn import TurnContext
@@ -243,14 +244,18 @@ def rebuild_turn(orchestrator: Orchestrator, session: Session,
     turn = TurnContext(session, first["turn_id"], first["user_id"], first["text"],
                        orchestrator.services)
     turn.path = [graph.initial]
+    retried: RepairReason = "error"
     for event in events[1:]:
         kind = event["kind"]
-        if kind == "state_entered":
+        if kind == "retry":
+            retried = event["reason"]
+        elif kind == "state_entered":
             turn.path.append(event["state"])
             key = (event["source"], event["state"])
             turn.taken[key] = turn.taken.get(key, 0) + 1
             turn.attempt = event["attempt"]
-            turn.repair = (f"the previous attempt ended before a restart ({event['trigger']})"
+            turn.repair = (Repair(retried, "the previous attempt ended before a restart "
+                                  f"({event['trigger']})")
                            if event["trigger"] == "retry" else None)
         elif kind == "state_output":
             spec = graph.states[event["state"]]

@@ -1,8 +1,9 @@
-"""The memory parts of the default graph's handlers: recall at INTENT, commit at MEMORY_COMMIT.
+"""The memory parts of the default handlers: recall for a brain request, commit of updates.
 
-- :func:`recalled_memory` recalls once per turn, emits ``memory_recalled`` (items, scores,
-  token cost) and returns the background block; at PLANNING it adds past outcomes of
-  similar requests from the experience log.
+- :func:`recalled_memory` returns the background block of what the current state's
+  ``recall:`` (in the graph file) lists: ``memory`` is recalled once per turn (at the first
+  state that lists it) and emits ``memory_recalled`` (items, scores, token cost);
+  ``past_outcomes`` adds the outcomes of similar requests from the experience log.
 - :func:`apply_memory_updates` commits the turn's memory updates and experiences. A commit
   that fails never fails the turn: it emits ``memory_commit_failed`` and is retried in the
   background; when retries run out, a final ``memory_commit_failed`` is recorded.
@@ -23,6 +24,7 @@ from hermes_fsm.events.model import (
     event_data,
 )
 from hermes_fsm.events.model import make_event as _make_event
+from hermes_fsm.graph.model import DEFAULT_RECALL
 from hermes_fsm.memory import BackgroundCommits, format_recall
 from hermes_fsm.memory.recall import estimate_tokens
 from hermes_fsm.memory.turn_experience import experiences_of
@@ -37,7 +39,14 @@ _BACKGROUND = BackgroundCommits()
 
 
 async def recalled_memory(turn: TurnContext) -> str:
-    """The recall block for this turn's message (recalled once per turn)."""
+    """The recall block of the current state for this turn's message ("" for nothing).
+
+    What goes in is the state's ``recall`` (:attr:`~hermes_fsm.graph.model.StateSpec.recall`);
+    memories are recalled once per turn.
+    """
+    recall = turn.state.recall if turn.state is not None else DEFAULT_RECALL
+    if "memory" not in recall:
+        return await _past_outcomes(turn) if "past_outcomes" in recall else ""
     if turn.memory is None:
         state = turn.state.name if turn.state is not None else ""
         try:
@@ -56,7 +65,7 @@ async def recalled_memory(turn: TurnContext) -> str:
                  "score": None if i.score is None else round(i.score, 4),
                  "confidence": i.confidence, "created_at": i.created_at.isoformat()}
                 for i in items])
-    if turn.state is not None and turn.state.name == "PLANNING":
+    if "past_outcomes" in recall:
         return turn.memory + await _past_outcomes(turn)
     return turn.memory
 

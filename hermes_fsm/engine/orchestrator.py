@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from hermes_fsm.brain.protocol import Brain
+from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.handlers import ask_brain
@@ -422,7 +422,7 @@ class Orchestrator:
             reason = "timeout"
             turn.emit(TimedOut, scope="state", state=spec.name, attempt=turn.attempt,
                       limit_s=spec.timeout_s or 0.0)
-            turn.repair = f"the previous attempt timed out after {spec.timeout_s}s"
+            turn.repair = Repair.timeout(spec.timeout_s)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -434,7 +434,7 @@ class Orchestrator:
                 self._route(spec, session, turn, why)
                 return
             reason = "error"
-            turn.repair = f"the previous attempt failed: {exc}"
+            turn.repair = Repair.error(exc)
         if turn.attempt < policy.max_attempts:
             delay = policy.delay(turn.attempt, self._random)
             turn.emit(Retry, state=spec.name, attempt=turn.attempt + 1, reason=reason,
@@ -460,7 +460,7 @@ class Orchestrator:
             errors = exc.errors(include_url=False, include_context=False)
             turn.emit(ContractViolation, state=spec.name, attempt=turn.attempt,
                       contract=contract.ref(), errors=_jsonable(errors), raw=_jsonable(raw))
-            turn.repair = _repair_message(contract.ref(), exc)
+            turn.repair = Repair.violation(contract.ref(), exc)
             return _REFUSED
 
     def _route(self, spec: StateSpec, session: Session, turn: TurnContext, reason: str) -> None:
@@ -556,12 +556,3 @@ def _jsonable(value: Any) -> Any:
     if isinstance(value, str | int | float | bool) or value is None:
         return value
     return repr(value)
-
-
-def _repair_message(ref: str, exc: ValidationError) -> str:
-    lines = [f"Your output was refused by contract {ref}:"]
-    for err in exc.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "(root)"
-        lines.append(f"- {where}: {err['msg']}")
-    lines.append("Return output that satisfies the JSON Schema exactly; no extra fields.")
-    return "\n".join(lines)

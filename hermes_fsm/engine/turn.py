@@ -28,7 +28,7 @@ from hermes_fsm.events.sinks import sink_plan
 from hermes_fsm.sources import SystemClock
 
 if TYPE_CHECKING:
-    from hermes_fsm.brain.protocol import Brain
+    from hermes_fsm.brain.protocol import Brain, Repair
     from hermes_fsm.engine.session import Session
     from hermes_fsm.graph.model import StateSpec
     from hermes_fsm.memory import Memory
@@ -86,7 +86,7 @@ class TurnContext:
         session_id, user_id, turn_id, text: who asks what, in which turn.
         state: the spec of the state being worked on.
         attempt: 1 on the first try of the current state, higher on retries.
-        repair: on a retry, why the previous output was refused.
+        repair: on a retry, why the previous attempt was refused (a :class:`Repair`).
         outputs: validated outputs of this turn by state name (latest).
         by_contract: the same, by contract name.
         output: the current state's validated output (conditions read it).
@@ -113,7 +113,7 @@ class TurnContext:
         self.services = services
         self.state: StateSpec | None = None
         self.attempt = 1
-        self.repair: str | None = None
+        self.repair: Repair | None = None
         self.outputs: dict[str, Contract] = {}
         self.by_contract: dict[str, Contract] = {}
         self.output: Any = None

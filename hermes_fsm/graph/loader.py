@@ -1,7 +1,7 @@
 """The graph file format and its loader: YAML in, a :class:`~hermes_fsm.graph.model.Graph` out.
 
-A graph file declares states (handler, contract, timeout, retry policy, failure route)
-and the transitions between them. The engine knows nothing about particular states;
+A graph file declares states (handler, contract, timeout, retry policy, failure route,
+what to recall) and the transitions between them. The engine knows nothing about particular states;
 the seven-state agent turn is just ``states/agent_turn.yaml``.
 
 Triggers are fixed by the engine: ``start`` leaves the initial state when a message
@@ -14,6 +14,12 @@ in every diagram.
 
 Conditions are either ``output.FIELD`` / ``not output.FIELD`` (the truth of a field of
 the state's validated output) or the dotted path of a callable taking the turn context.
+
+A state's ``recall:`` lists what its brain request is given from memory: ``memory``
+(the user's long-term memories recalled for the message, once per turn) and
+``past_outcomes`` (the outcomes of the user's similar earlier requests, from the
+experience log). Without it a state recalls ``[memory]``; ``recall: []`` recalls
+nothing. The default turn gives PLANNING ``[memory, past_outcomes]``.
 
 A graph registers its own contracts in a ``contracts:`` section, one
 ``contract_name: package.module.ContractClass`` per line (the key is the class's
@@ -45,9 +51,12 @@ from hermes_fsm.contracts.base import ContractRegistry
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.errors import ContractError, GraphError
 from hermes_fsm.graph.model import (
+    DEFAULT_RECALL,
     ENGINE_TRIGGERS,
+    RECALL_KINDS,
     Condition,
     Graph,
+    Recall,
     StateSpec,
     TransitionSpec,
 )
@@ -69,6 +78,7 @@ class _StateFile(_Strict):
     retry: RetryPolicy = RetryPolicy()
     on_failure: str | None = None
     on_output: str | None = None
+    recall: Any = None  # checked by _Resolver._recall, which words the errors
 
     @field_validator("timeout_s", mode="before")
     @classmethod
@@ -302,8 +312,35 @@ class _Resolver:
         return StateSpec(
             name=name, description=s.description, handler=handler, handler_path=s.handler,
             contract=contract, timeout_s=s.timeout_s, retry=s.retry, on_failure=s.on_failure,
-            on_output=on_output, line=state_line,
+            on_output=on_output, line=state_line, recall=self._recall(name, s.recall),
         )
+
+    def _recall(self, name: str, recall: Any) -> frozenset[Recall]:
+        loc = ("states", name, "recall")
+        if recall is None:
+            return frozenset() if name == self.spec.initial else DEFAULT_RECALL
+        if name == self.spec.initial:
+            raise self.fail(loc, f"the initial state {name!r} waits for a message and recalls "
+                            "nothing; remove its recall")
+        if isinstance(recall, str):
+            raise self.fail(loc, f"state {name}: recall is a list, even of one item; write "
+                            f"recall: [{recall}]")
+        if not isinstance(recall, list):
+            raise self.fail(loc, f"state {name}: recall must be a list (got {recall!r}); "
+                            f"list any of {', '.join(RECALL_KINDS)}, or write recall: [] for none")
+        kinds: dict[str, Recall] = {k: k for k in RECALL_KINDS}
+        seen: set[Recall] = set()
+        for i, item in enumerate(recall):
+            kind = kinds.get(item) if isinstance(item, str) else None
+            if kind is None:
+                raise self.fail((*loc, i), f"state {name}: recall lists unknown {item!r}; "
+                                f"list any of {', '.join(RECALL_KINDS)} (e.g. recall: "
+                                "[memory, past_outcomes]), or write recall: [] for none")
+            if kind in seen:
+                raise self.fail((*loc, i), f"state {name}: recall lists {item!r} twice; "
+                                "list it once")
+            seen.add(kind)
+        return frozenset(seen)
 
     def _callable(self, loc: tuple[Any, ...], dotted: str, what: str) -> Callable[..., Any]:
         try:

@@ -8,15 +8,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from hermes_fsm.contracts.base import Contract, ContractRegistry
 from hermes_fsm.contracts.retry import RetryPolicy
 
-__all__ = ["ENGINE_TRIGGERS", "Condition", "Graph", "StateSpec", "TransitionSpec"]
+__all__ = [
+    "DEFAULT_RECALL",
+    "ENGINE_TRIGGERS",
+    "RECALL_KINDS",
+    "Condition",
+    "Graph",
+    "Recall",
+    "StateSpec",
+    "TransitionSpec",
+]
 
 ENGINE_TRIGGERS = ("start", "done")
 """Triggers a graph file may use; ``retry``, ``fail`` and ``abort`` are added by the engine."""
+
+Recall = Literal["memory", "past_outcomes"]
+"""What a state's brain request may be given from memory (a state's ``recall:``):
+``memory``, the user's long-term memories recalled for the message; ``past_outcomes``,
+the outcomes of the user's similar earlier requests from the experience log."""
+
+RECALL_KINDS: tuple[Recall, ...] = ("memory", "past_outcomes")
+DEFAULT_RECALL: frozenset[Recall] = frozenset({"memory"})
+"""A state's recall when its ``recall:`` is not given."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +59,7 @@ class StateSpec:
     on_failure: str | None = None
     on_output: Callable[..., Any] | None = None
     line: int | None = None
+    recall: frozenset[Recall] = DEFAULT_RECALL
 
     @property
     def working(self) -> bool:
