@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
 from hermes_fsm._internal.version import VERSION
-from hermes_fsm.errors import HermesError
+from hermes_fsm.errors import RecordingError
 from hermes_fsm.events.model import EVENT_ADAPTER, EVENTS_ADAPTER, Event
 
 __all__ = [
@@ -59,10 +59,6 @@ __all__ = [
 FORMAT: Literal["hermes-fsm/recording"] = "hermes-fsm/recording"
 FORMAT_VERSION = 1
 READABLE_VERSIONS = (1,)
-
-
-class RecordingError(HermesError):
-    """A recording cannot be read: wrong format, unknown version, or a malformed line."""
 
 
 class GraphInfo(BaseModel):

@@ -47,7 +47,7 @@ from pydantic import ValidationError
 
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.contracts.base import ContractRegistry, split_ref
-from hermes_fsm.errors import BrainError, ContractError, HermesError, RetryableError
+from hermes_fsm.errors import BrainError, ContractError, HermesError, ReplayFailed, RetryableError
 from hermes_fsm.events.model import Event, ToolCallFinished, ToolCallStarted, event_data
 from hermes_fsm.events.recording import Recording, load_recording
 from hermes_fsm.graph.loader import default_graph_path, load_graph
@@ -139,18 +139,6 @@ class ReplayResult:
             "findings": [f.__dict__ for f in self.findings],
             "divergences": [d.__dict__ for d in self.divergences],
         }
-
-
-class ReplayFailed(HermesError):
-    """A replay found drift or divergence (raised unless ``raise_on_failure=False``)."""
-
-    def __init__(self, result: ReplayResult) -> None:
-        self.result = result
-        lines = [f.describe() for f in result.findings]
-        lines += [d.describe() for d in result.divergences]
-        if result.error:
-            lines.append(result.error)
-        super().__init__(f"{result.mode} of {result.source} failed:\n" + "\n".join(lines))
 
 
 class Replayer:
