@@ -264,6 +264,12 @@ class Orchestrator:
         """Every session of this orchestrator, by id."""
         return self._sessions
 
+    def drop_session(self, session_id: str) -> None:
+        """Forget the in-process session ``session_id`` (its state, history and event log);
+        a no-op for an unknown one. A durable store keeps its copy: the next turn reloads it.
+        """
+        self._sessions.pop(session_id, None)
+
     # --- turns ------------------------------------------------------------------------
 
     async def run_turn(self, session_id: str | None, text: str,
