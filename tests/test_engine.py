@@ -324,6 +324,16 @@ async def test_a_session_belongs_to_its_user(make_orchestrator):
         await orchestrator.run_turn("s1", "How many A1001?", user_id="mallory")
 
 
+async def test_a_dropped_session_is_forgotten_and_starts_afresh(make_orchestrator):
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
+    await orchestrator.run_turn("s1", "How many A1001?", user_id="alice")
+    orchestrator.drop_session("s1")
+    orchestrator.drop_session("never-seen")  # unknown: nothing to forget
+    assert "s1" not in orchestrator.sessions()
+    result = await orchestrator.run_turn("s1", "How many A1001?", user_id="mallory")
+    assert result.events[0].seq == 1 and orchestrator.sessions()["s1"].user_id == "mallory"
+
+
 @pytest.mark.parametrize("text", ["", "   ", None])
 async def test_an_empty_message_is_a_usage_error(make_orchestrator, text):
     with pytest.raises(UsageError, match="empty"):

@@ -164,7 +164,7 @@ async def test_a_client_that_disconnects_mid_stream_leaves_a_complete_turn_in_th
 
 
 def _hub(orchestrator: Orchestrator) -> Any:
-    return next(s for s in orchestrator.services.sinks if type(s).__name__ == "TurnHub")
+    return next(s for s in orchestrator.sinks if type(s).__name__ == "TurnHub")
 
 
 # --- reading events -------------------------------------------------------------------------

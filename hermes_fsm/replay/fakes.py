@@ -21,7 +21,7 @@ from hermes_fsm.errors import BrainError, HermesError, MemoryStoreError, Retryab
 from hermes_fsm.events.model import ToolCallFinished, ToolCallStarted
 from hermes_fsm.memory import MemoryItem, WriteOutcome
 from hermes_fsm.replay.compare import event_fields
-from hermes_fsm.tools.executor import truncate_for_model
+from hermes_fsm.tools.executor import Emit, truncate_for_model
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["RecordedIds", "ReplayBrain", "ReplayExecutor", "ReplayMemory", "index_turn",
@@ -203,12 +203,12 @@ class ReplayExecutor:
         self._queue = deque(calls)
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
-                      emit: Any, caller: str = "anonymous", journal: Any = None
+                      emit: Emit, caller: str = "anonymous", journal: Any = None
                       ) -> list[dict[str, Any]]:
         return [self._one(call_id, tool, arguments, emit) for call_id, tool, arguments in calls]
 
     def _one(self, call_id: str, tool: str, arguments: dict[str, Any],
-             emit: Any) -> dict[str, Any]:
+             emit: Emit) -> dict[str, Any]:
         if not self._queue:
             emit(ToolCallStarted, call_id=call_id, tool=tool, arguments=arguments)
             return {"call_id": call_id, "tool_name": tool, "success": False,

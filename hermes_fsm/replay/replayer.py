@@ -343,7 +343,7 @@ class Replayer:
             brain, executor, memory = ReplayBrain(), ReplayExecutor(), ReplayMemory()
             # the rerun compares each turn's events from its result: no session log
             self._rerunner = Orchestrator(self.graph, brain=brain, tools=self.tools,
-                                          memory=memory, executor=executor,  # type: ignore[arg-type]
+                                          memory=memory, executor=executor,
                                           sleep=no_wait, event_log=False)
             if not self.build_contexts:  # the input cap is still checked (run_turn)
                 self._rerunner.services.context = None

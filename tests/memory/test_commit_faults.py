@@ -11,6 +11,7 @@ import pytest
 
 from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.events.sinks import ListSink
 from hermes_fsm.memory import BackgroundCommits, HashingEmbedder, InProcessMemory
 from hermes_fsm.memory.experience import Experience
 from hermes_fsm.testing import ScriptedBrain
@@ -183,6 +184,8 @@ async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_backgrou
     memory = FlakyMemory(failures=1)
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[COMMIT]))
     orchestrator = make_orchestrator(brain=brain, memory=memory)
+    sink = ListSink()
+    orchestrator.add_sink(sink)
     result = await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
     assert result.status == "completed"
     (failed,) = [e for e in result.events if e.kind == "memory_commit_failed"]
@@ -191,6 +194,7 @@ async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_backgrou
     assert [i.value for i in await memory.items("u1")] == ["email"]
     late = orchestrator.session("s1", "u1").events[-1]
     assert (late.kind, late.status) == ("memory_write", "applied")
+    assert sink.events[-1] == late  # the sinks get the late event too
 
 
 async def test_a_commit_failing_every_retry_is_recorded_as_a_final_event(make_orchestrator):
