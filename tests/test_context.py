@@ -22,7 +22,7 @@ from hermes_fsm.errors import ConfigError, ContextOverflow
 from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import parse_recording, recording_text
 from hermes_fsm.memory import MemoryItem, format_recall
-from hermes_fsm.replay.replayer import Replayer
+from hermes_fsm.replay import Replayer
 from hermes_fsm.testing import ScriptedBrain
 from tests.support import happy_script
 

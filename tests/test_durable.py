@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import Orchestrator, SessionBusy, StaleWriter, UsageError
+from hermes_fsm import Orchestrator
+from hermes_fsm.errors import SessionBusy, StaleWriter, UsageError
 from hermes_fsm.store import InMemoryStore, SQLiteStore
 from hermes_fsm.store.lease import LocalLease
 from hermes_fsm.testing import HANG, ScriptedBrain

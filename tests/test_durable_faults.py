@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from hermes_fsm import Orchestrator, StoreError
+from hermes_fsm import Orchestrator
+from hermes_fsm.errors import StoreError
 from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
 from hermes_fsm.testing import ScriptedBrain

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import BrainError, RetryableError, SessionBusy, SessionError, UsageError
+from hermes_fsm.errors import BrainError, RetryableError, SessionBusy, SessionError, UsageError
 from hermes_fsm.testing import HANG, ScriptedBrain, capture_events
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 from tests.support import (
@@ -378,7 +378,7 @@ async def test_sinks_receive_every_event_in_order(make_orchestrator):
 async def test_structlog_sink_logs_each_event_with_its_fields(make_orchestrator):
     import structlog
 
-    from hermes_fsm import StructlogSink
+    from hermes_fsm.events import StructlogSink
 
     orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(
         intent=[BAD_OUTPUT["INTENT"], INTENT_TOOLS])), sinks=[StructlogSink()])

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from hermes_fsm import Contract, ContractRegistry, Orchestrator
+from hermes_fsm import Contract, Orchestrator
 from hermes_fsm.cli.main import main
+from hermes_fsm.contracts import ContractRegistry
 from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent
 from hermes_fsm.events.recording import (
     RecordingError,
@@ -21,7 +22,7 @@ from hermes_fsm.events.recording import (
     recording_text,
 )
 from hermes_fsm.events.sinks import ListSink
-from hermes_fsm.replay.replayer import Replayer, ReplayFailed, offline_catalog
+from hermes_fsm.replay import Replayer, ReplayFailed, offline_catalog
 from hermes_fsm.testing import ScriptedBrain
 from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import happy_script

@@ -554,7 +554,7 @@ async def test_the_events_of_a_running_turn_read_as_json_are_those_logged_after_
 
 
 async def test_an_object_sink_beside_the_hub_gets_every_event_as_before() -> None:
-    from hermes_fsm import ListSink
+    from hermes_fsm.events import ListSink
 
     sink = ListSink()
     orchestrator = Orchestrator(sinks=[sink])

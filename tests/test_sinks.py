@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from hermes_fsm import ListSink, StructlogSink
+from hermes_fsm.events import ListSink, StructlogSink
 from hermes_fsm.events.model import (
     BrainCall,
     ContractViolation,

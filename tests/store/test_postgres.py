@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from pydantic_core import to_json
 
-from hermes_fsm import UsageError
-from hermes_fsm.errors import StaleWriter
+from hermes_fsm.errors import StaleWriter, UsageError
 from hermes_fsm.store import Append, Checkpoint, Message
 from tests.memory.conftest import need
 from tests.store.conftest import PG_URL, dispose_store
