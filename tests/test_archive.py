@@ -192,6 +192,7 @@ async def test_a_session_with_a_turn_running_is_skipped(store: Any) -> None:
     await talk(orchestrator, "s1", CONSTRAINT)
     assert orchestrator._durable is not None
     hold = await orchestrator._durable.lease.acquire("s1", 0.0)
+    assert hold is not None
     try:
         (result,) = await orchestrator.archive_idle(timedelta(0), now=LATER)
     finally:

@@ -128,7 +128,8 @@ class FakeLog:
     """``failure_rates`` from a dict; counts reads; can be made to fail."""
 
     def __init__(self, rates: dict[str, ToolHealth]) -> None:
-        self.rates, self.reads, self.down = rates, [], False
+        self.rates, self.down = rates, False
+        self.reads: list[Any] = []
 
     async def failure_rates(self, window: timedelta, now: datetime) -> dict[str, ToolHealth]:
         await asyncio.sleep(0)  # a real log answers later: other turns run meanwhile

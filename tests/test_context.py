@@ -465,7 +465,8 @@ class Summaries(RecordingRules):
 
     async def summarize(self, request: SummaryRequest) -> str:
         self.summaries.append(request)
-        return await self._summarize(request)
+        summary: str = await self._summarize(request)
+        return summary
 
 
 async def fold_event(orchestrator: Orchestrator) -> Any:

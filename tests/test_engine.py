@@ -82,7 +82,7 @@ async def test_an_output_breaking_its_contract_is_retried_with_the_error_fed_bac
     asked = [r for r in brain.requests if r.state == state]
     assert [r.attempt for r in asked] == [1, 2]
     assert asked[0].repair is None
-    assert violations[0].contract.split("@")[0] in asked[1].repair
+    assert violations[0].contract.split("@")[0] in (asked[1].repair or "")
     assert result.status == "completed"
     assert result.path.count(state) == 2
     assert result.path[-1] == "IDLE"
@@ -125,8 +125,8 @@ async def test_a_plan_naming_an_unknown_tool_is_refused_and_repaired(make_orches
     bad = {"tool_calls": [{"tool_name": "teleport", "arguments": {}, "reasoning_trace": "?"}]}
     brain = ScriptedBrain(happy_script(PLANNING=[bad, PLAN_LOOKUP, PLAN_EMPTY]))
     result = await make_orchestrator(brain=brain).run_turn("s1", "How many A1001?")
-    assert "unknown tool 'teleport'" in brain.requests_for("PLANNING")[1].repair
-    assert "inventory_lookup" in brain.requests_for("PLANNING")[1].repair
+    assert "unknown tool 'teleport'" in (brain.requests_for("PLANNING")[1].repair or "")
+    assert "inventory_lookup" in (brain.requests_for("PLANNING")[1].repair or "")
     assert result.answer == "342 left"
     assert [e.tool for e in kinds(result, "tool_call_started")] == ["inventory_lookup"]
 
@@ -139,7 +139,7 @@ async def test_a_hanging_brain_times_out_and_is_retried(make_orchestrator):
     assert (timeout.scope, timeout.state, timeout.attempt, timeout.limit_s) == (
         "state", "INTENT", 1, 0.05)
     assert [r.reason for r in kinds(result, "retry")] == ["timeout"]
-    assert "timed out" in brain.requests_for("INTENT")[1].repair
+    assert "timed out" in (brain.requests_for("INTENT")[1].repair or "")
     assert result.status == "completed"
 
 
@@ -175,7 +175,7 @@ async def test_a_retryable_brain_error_is_retried_then_succeeds(make_orchestrato
     (failed,) = kinds(result, "handler_failed")
     assert (failed.error_type, failed.retryable) == ("RetryableError", True)
     assert [r.reason for r in kinds(result, "retry")] == ["error"]
-    assert "overloaded" in brain.requests_for("INTENT")[1].repair
+    assert "overloaded" in (brain.requests_for("INTENT")[1].repair or "")
     assert result.status == "completed"
 
 

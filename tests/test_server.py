@@ -697,7 +697,7 @@ async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
     def broken() -> Any:
         raise RuntimeError("a bug")
 
-    orchestrator.sessions = broken  # type: ignore[assignment,method-assign]
+    orchestrator.sessions = broken  # type: ignore[method-assign]
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:

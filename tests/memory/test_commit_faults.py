@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -32,7 +33,7 @@ async def test_a_postgres_connection_dropped_mid_commit_writes_nothing_then_retr
 
     log = PostgresExperienceLog(PG_URL, schema=f"hermes_test_{uuid.uuid4().hex[:10]}",
                                 embedder=HashingEmbedder(64))
-    dropped = []
+    dropped: list[Any] = []
 
     async def drop_connection(conn):  # the rows are inserted; kill the backend before COMMIT
         if not dropped:
@@ -94,7 +95,7 @@ async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_s
         real_eval = client.eval
 
         async def eval_after_kill(*args):  # the connection dies as the script is sent
-            await admin.client_kill_filter(_id=my_id)
+            await admin.client_kill_filter(_id=str(my_id))
             return await real_eval(*args)
 
         client.eval = eval_after_kill  # type: ignore[method-assign]
@@ -139,7 +140,7 @@ async def test_a_redis_connection_dropped_before_a_batch_reaches_redis_writes_no
                     await admin.client_kill_filter(_id=known["id"])
             return await real_execute(*a, **k)
 
-        pipe.execute = execute
+        pipe.execute = execute  # type: ignore[method-assign]
         return pipe
 
     try:

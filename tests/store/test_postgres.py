@@ -51,6 +51,8 @@ async def test_a_fenced_append_in_a_group_commit_fails_alone(store):
     a = await store.claim("a", "u1", "IDLE")
     b = await store.claim("b", "u1", "IDLE")
     await store.claim("b", "u1", "IDLE")  # another process took b over
+    ok: Any
+    stale: Any
     ok, stale = await asyncio.gather(
         store.append(Append("a", a.epoch, 0, "INTENT", step("a", 1, 2))),
         store.append(Append("b", b.epoch, 0, "INTENT", step("b", 1, 2))),
