@@ -245,10 +245,8 @@ class Orchestrator:
 
     def add_sink(self, sink: EventSink) -> None:
         """Send every event from now on to ``sink`` too (a no-op if it gets them already).
-
-        Safe while turns run: the sink gets each event emitted after the call, so one added
-        mid-turn sees the rest of that turn only. Call it from the event loop's thread.
-        """
+        Safe while turns run: one added mid-turn sees the rest of that turn. Call it from
+        the event loop's thread."""
         self._sinks.add(sink)
 
     def remove_sink(self, sink: EventSink) -> None:
