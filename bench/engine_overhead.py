@@ -262,7 +262,8 @@ def _hermes_orchestrator():
     timeouts and retry policies declared; events on (each session keeps its event log)."""
     from pydantic import create_model
 
-    from hermes_fsm import Contract, ContractRegistry, Orchestrator, ToolRegistry
+    from hermes_fsm import Contract, Orchestrator, ToolRegistry
+    from hermes_fsm.contracts import ContractRegistry
     from hermes_fsm.graph.loader import parse_graph
     from hermes_fsm.testing import ScriptedBrain
 

@@ -49,9 +49,8 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(1, str(_ROOT))
 
-from hermes_fsm import Orchestrator
+from hermes_fsm import Orchestrator, Replayer
 from hermes_fsm.events.recording import load_recording, recording_text
-from hermes_fsm.replay.replayer import Replayer
 
 QUESTIONS = [
     "How many A1001 are left in the east warehouse?",

@@ -24,10 +24,9 @@ from typing import Any
 import yaml
 from fastapi import FastAPI, HTTPException
 
-from hermes_fsm import Orchestrator
-from hermes_fsm.brain.rules import RuleBook, RulesBrain
+from hermes_fsm import Orchestrator, RulesBrain, create_app
+from hermes_fsm.brain import RuleBook
 from hermes_fsm.demo.tools import build_demo_registry
-from hermes_fsm.server import create_app
 
 ORDERS: dict[str, dict[str, Any]] = {
     "42": {"order_id": "42", "status": "shipped", "carrier": "SF Express"},

@@ -13,6 +13,8 @@
     │   ├── ToolCallFailed           raise from a tool: a failure with an error code
     │   └── MCPServerError           an MCP server is unreachable, died, or drifted
     ├── BrainError                   a brain could not produce an output
+    ├── RecordingError               a recording cannot be read (format, version, a bad line)
+    ├── ReplayFailed                 a replay found contract drift or a divergence
     ├── MemoryStoreError             a memory tier's store failed or refused a write
     │   └── VectorSizeMismatch       an embedder's vectors do not fit an existing collection
     ├── SessionError                 a session is unknown or unusable
@@ -28,6 +30,9 @@ Every message says what was wrong, where, and what to do next.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Generic, Protocol, TypeVar
+
 __all__ = [
     "BrainError",
     "ConfigError",
@@ -39,6 +44,8 @@ __all__ = [
     "HermesError",
     "MCPServerError",
     "MemoryStoreError",
+    "RecordingError",
+    "ReplayFailed",
     "RetryableError",
     "SessionArchived",
     "SessionBusy",
@@ -131,6 +138,54 @@ class MCPServerError(ToolError):
 
 class BrainError(HermesError):
     """A brain could not produce an output for a state."""
+
+
+class RecordingError(HermesError):
+    """A recording cannot be read: wrong format, unknown version, or a malformed line."""
+
+
+class _Described(Protocol):
+    def describe(self) -> str: ...
+
+
+class FailedReplay(Protocol):
+    """What :class:`ReplayFailed` reads of a replay's result
+    (:class:`hermes_fsm.replay.ReplayResult` is one)."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def mode(self) -> str: ...
+    @property
+    def findings(self) -> Sequence[_Described]: ...
+    @property
+    def divergences(self) -> Sequence[_Described]: ...
+    @property
+    def error(self) -> str | None: ...
+
+
+_Result = TypeVar("_Result", bound=FailedReplay)
+
+
+class ReplayFailed(HermesError, Generic[_Result]):
+    """A replay found contract drift or a divergence (raised unless
+    ``raise_on_failure=False``).
+
+    Generic in its result's type so that ``result`` keeps it where the raise is seen;
+    ``except ReplayFailed as exc`` gives it as ``Any``.
+
+    Attributes:
+        result: the replay's result (a :class:`hermes_fsm.replay.ReplayResult`): every
+            finding and divergence, each describing itself.
+    """
+
+    def __init__(self, result: _Result) -> None:
+        self.result = result
+        lines = [f.describe() for f in result.findings]
+        lines += [d.describe() for d in result.divergences]
+        if result.error:
+            lines.append(result.error)
+        super().__init__(f"{result.mode} of {result.source} failed:\n" + "\n".join(lines))
 
 
 class MemoryStoreError(HermesError):

@@ -28,6 +28,7 @@ from typing import Any
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.errors import BrainError
 from hermes_fsm.events.model import Event
+from hermes_fsm.events.sinks import SinkHost
 
 __all__ = ["HANG", "ScriptedBrain", "capture_events"]
 
@@ -103,16 +104,14 @@ class _Capture:
 
 
 @contextmanager
-def capture_events(orchestrator: Any) -> Iterator[_Capture]:
+def capture_events(orchestrator: SinkHost) -> Iterator[_Capture]:
     """Collect every event the orchestrator emits inside the block (``.events``, ``.kinds()``)."""
     capture = _Capture()
-    services = orchestrator.services
-    before = services.sinks
-    services.sinks = (*before, capture)
+    orchestrator.add_sink(capture)
     try:
         yield capture
     finally:
-        services.sinks = before
+        orchestrator.remove_sink(capture)
 
 
 ScriptEntry = Any | Callable[[BrainRequest], Any]

@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import FixedClock, Orchestrator, SequentialIds
+from hermes_fsm import Orchestrator
 from hermes_fsm.graph.model import Graph
+from hermes_fsm.sources import FixedClock, SequentialIds
 from tests.support import graph_with
 
 # a module that fails on import on purpose (the graph loader must report it)

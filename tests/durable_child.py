@@ -22,7 +22,8 @@ from typing import Any
 
 import psycopg
 
-from hermes_fsm import Orchestrator, SessionBusy
+from hermes_fsm import Orchestrator
+from hermes_fsm.errors import SessionBusy
 from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
 from hermes_fsm.testing import ScriptedBrain

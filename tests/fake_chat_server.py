@@ -57,7 +57,8 @@ class FakeChatServer:
         self.authorizations: list[str | None] = []
         self._played: dict[str, int] = {}
 
-    def script(self, contract: str, *replies: Reply | dict[str, Any] | str) -> None:
+    def script(self, contract: str,
+               *replies: Reply | dict[str, Any] | str | Callable[[Any], Any]) -> None:
         """Replies for a contract, in order (plain content is wrapped in a :class:`Reply`)."""
         self.by_contract[contract] = [r if isinstance(r, Reply) else Reply(r) for r in replies]
 
@@ -121,7 +122,7 @@ class FakeChatServer:
             return JSONResponse({"error": {"message": str(reply.content or "error"),
                                            "type": "server_error"}},
                                 status_code=reply.status, headers=reply.headers)
-        content = reply.content(body) if isinstance(reply.content, Callable) else reply.content
+        content = reply.content(body) if callable(reply.content) else reply.content
         if isinstance(content, dict):
             content = json.dumps(content)
         prompt = sum(len(m["content"].split()) for m in body["messages"])

@@ -11,13 +11,14 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import FixedClock, Orchestrator, UsageError
+from hermes_fsm import Orchestrator
 from hermes_fsm.brain.protocol import SummaryRequest
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.cli.main import main
 from hermes_fsm.engine.archive import archive_session
-from hermes_fsm.errors import MemoryStoreError, SessionArchived, StoreError
+from hermes_fsm.errors import MemoryStoreError, SessionArchived, StoreError, UsageError
 from hermes_fsm.memory import InProcessMemory
+from hermes_fsm.sources import FixedClock
 from hermes_fsm.store import InMemoryStore
 from hermes_fsm.testing import HANG, ScriptedBrain
 from tests.store.conftest import dispose_store, make_store
@@ -191,6 +192,7 @@ async def test_a_session_with_a_turn_running_is_skipped(store: Any) -> None:
     await talk(orchestrator, "s1", CONSTRAINT)
     assert orchestrator._durable is not None
     hold = await orchestrator._durable.lease.acquire("s1", 0.0)
+    assert hold is not None
     try:
         (result,) = await orchestrator.archive_idle(timedelta(0), now=LATER)
     finally:

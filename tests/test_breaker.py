@@ -10,13 +10,14 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import FixedClock, Orchestrator, SequentialIds
+from hermes_fsm import Orchestrator
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory import HashingEmbedder
 from hermes_fsm.memory.experience import Experience, ToolHealth
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+from hermes_fsm.sources import FixedClock, SequentialIds
 from hermes_fsm.tools.breaker import ExperienceBreaker, WindowBreaker
 from hermes_fsm.tools.executor import ToolExecutor
 from tests.memory.conftest import PG_URL, need
@@ -127,7 +128,8 @@ class FakeLog:
     """``failure_rates`` from a dict; counts reads; can be made to fail."""
 
     def __init__(self, rates: dict[str, ToolHealth]) -> None:
-        self.rates, self.reads, self.down = rates, [], False
+        self.rates, self.down = rates, False
+        self.reads: list[Any] = []
 
     async def failure_rates(self, window: timedelta, now: datetime) -> dict[str, ToolHealth]:
         await asyncio.sleep(0)  # a real log answers later: other turns run meanwhile

@@ -22,7 +22,7 @@ from hermes_fsm.errors import ConfigError, ContextOverflow
 from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import parse_recording, recording_text
 from hermes_fsm.memory import MemoryItem, format_recall
-from hermes_fsm.replay.replayer import Replayer
+from hermes_fsm.replay import Replayer
 from hermes_fsm.testing import ScriptedBrain
 from tests.support import happy_script
 
@@ -465,7 +465,8 @@ class Summaries(RecordingRules):
 
     async def summarize(self, request: SummaryRequest) -> str:
         self.summaries.append(request)
-        return await self._summarize(request)
+        summary: str = await self._summarize(request)
+        return summary
 
 
 async def fold_event(orchestrator: Orchestrator) -> Any:

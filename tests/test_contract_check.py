@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from hermes_fsm import ContractCheckFailed, ContractError, ContractRegistry
+from hermes_fsm.contracts import ContractRegistry
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.check import check_contracts, default_contract_dir, export_contracts
 from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent
+from hermes_fsm.errors import ContractCheckFailed, ContractError
 
 REPO_SCHEMAS = Path(__file__).resolve().parents[1] / "contracts" / "states"
 

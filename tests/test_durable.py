@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import Orchestrator, SessionBusy, StaleWriter, UsageError
+from hermes_fsm import Orchestrator
+from hermes_fsm.errors import SessionBusy, StaleWriter, UsageError
+from hermes_fsm.events.model import EventList, ToolCallFinished
 from hermes_fsm.store import InMemoryStore, SQLiteStore
 from hermes_fsm.store.lease import LocalLease
 from hermes_fsm.testing import HANG, ScriptedBrain
@@ -54,6 +56,7 @@ def counting_tools(log: list[str], gate: asyncio.Event | None = None,
 
     if idempotent:
         tool = registry.get("transfer")
+        assert tool.contract is not None
         tool.contract = tool.contract.model_copy(update={"idempotent": True})
     return registry
 
@@ -63,7 +66,7 @@ def plan(*calls: tuple[str, dict[str, Any]]) -> dict[str, Any]:
                            for n, a in calls]}
 
 
-def tool_script(*calls: tuple[str, dict[str, Any]], response: Any = None) -> dict[str, list]:
+def tool_script(*calls: tuple[str, dict[str, Any]], response: Any = None) -> dict[str, list[Any]]:
     return happy_script(plan=[plan(*calls), PLAN_EMPTY],
                         response=[response or {"text": "done", "evidence": []}])
 
@@ -182,9 +185,10 @@ async def test_a_call_that_finished_before_a_crash_is_not_made_again(store):
     result = await Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
                                 tools=counting_tools(log)).resume("s1")
     assert sorted(log) == ["lookup a", "transfer 5"]  # nothing made twice
-    finished = {e.tool: e for e in result.events if e.kind == "tool_call_finished"}
+    assert result is not None
+    finished = {e.tool: e for e in result.events if isinstance(e, ToolCallFinished)}
     assert finished["lookup"].ok and finished["lookup"].attempts == 0  # reused
-    assert finished["transfer"].error["error_code"] == "OUTCOME_UNKNOWN"
+    assert (finished["transfer"].error or {})["error_code"] == "OUTCOME_UNKNOWN"
 
 
 async def test_an_idempotent_call_of_unknown_outcome_is_made_again(store):
@@ -195,7 +199,8 @@ async def test_an_idempotent_call_of_unknown_outcome_is_made_again(store):
     result = await Orchestrator(graph_with(), brain=ScriptedBrain(script), store=store,
                                 tools=counting_tools(log, idempotent=True)).resume("s1")
     assert log == ["transfer 5", "transfer 5"]
-    finished = [e for e in result.events if e.kind == "tool_call_finished"]
+    assert result is not None
+    finished = [e for e in result.events if isinstance(e, ToolCallFinished)]
     assert finished[0].ok and finished[0].output == {"moved": 5}
 
 
@@ -262,6 +267,7 @@ async def test_memory_commit_is_rerun_on_resume_without_duplicating_writes(store
     done = ScriptedBrain(happy_script(memory_commit=[MEMORY_NONE]))
     result = await Orchestrator(graph_with(), brain=done, store=store).resume("s1")
     assert [r.state for r in done.requests] == ["MEMORY_COMMIT"]
+    assert result is not None
     assert result.path[-2:] == ["MEMORY_COMMIT", "IDLE"]
 
 
@@ -271,8 +277,10 @@ async def test_a_step_s_events_are_serialized_once_for_the_store_and_the_session
     orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
     result = await orchestrator.run_turn("s1", "how many?", user_id="u1")
     events = result.events
+    assert isinstance(events, EventList)
     assert len(events._json) > 1  # one JSON array per step, kept
     expected = to_json(events._data, serialize_unknown=True)
     assert events.to_json() == expected  # joined, byte for byte what one pass would write
-    assert orchestrator.sessions()["s1"]._log[-1][2] == expected
+    log = orchestrator.sessions()["s1"]._log
+    assert log is not None and log[-1][2] == expected
     assert to_json(await store.events_after("s1"), serialize_unknown=True) == expected

@@ -131,8 +131,8 @@ def test_sessions_survive_sigkill_in_every_state(services):
         twice = conn.execute(f'SELECT call_id, count(*) FROM "{schema}".executions '
                              "GROUP BY call_id HAVING count(*) > 1").fetchall()
         assert twice == [], f"non-idempotent calls executed twice: {twice}"
-        executed = conn.execute(f'SELECT count(*) FROM "{schema}".executions').fetchone()[0]
-        assert executed > 0
+        row = conn.execute(f'SELECT count(*) FROM "{schema}".executions').fetchone()
+        assert row is not None and row[0] > 0
 
 
 def test_two_processes_racing_on_the_same_sessions_never_interleave(services):

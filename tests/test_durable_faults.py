@@ -10,7 +10,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from hermes_fsm import Orchestrator, StoreError
+from hermes_fsm import Orchestrator
+from hermes_fsm.errors import StoreError
 from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
 from hermes_fsm.testing import ScriptedBrain
@@ -80,10 +81,10 @@ async def test_an_append_whose_connection_keeps_dropping_fails_cleanly_and_resum
                 await conn.execute("SELECT pg_terminate_backend(pg_backend_pid())")
         return await real_write(batches)
 
-    store._write = dropping_write  # type: ignore[method-assign]
+    store._write = dropping_write
     with pytest.raises(StoreError, match="resume it"):
         await orchestrator.run_turn("s1", "how many?", user_id="u1")
-    store._write = real_write  # type: ignore[method-assign]
+    store._write = real_write
     assert (await store.get("s1")).state == "RESULT"  # the last step that got through
     await contiguous(store, "s1")
 

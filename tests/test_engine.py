@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import BrainError, RetryableError, SessionBusy, SessionError, UsageError
+from hermes_fsm.errors import BrainError, RetryableError, SessionBusy, SessionError, UsageError
 from hermes_fsm.testing import HANG, ScriptedBrain, capture_events
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 from tests.support import (
@@ -83,6 +83,7 @@ async def test_an_output_breaking_its_contract_is_retried_with_the_error_fed_bac
     assert [r.attempt for r in asked] == [1, 2]
     assert asked[0].repair is None
     repair = asked[1].repair
+    assert repair is not None
     assert (repair.reason, repair.contract) == ("violation", violations[0].contract)
     assert [(list(e.loc), e.msg, e.type) for e in repair.errors] == [
         (e["loc"], e["msg"], e["type"]) for e in violations[0].errors]
@@ -128,7 +129,9 @@ async def test_a_plan_naming_an_unknown_tool_is_refused_and_repaired(make_orches
     bad = {"tool_calls": [{"tool_name": "teleport", "arguments": {}, "reasoning_trace": "?"}]}
     brain = ScriptedBrain(happy_script(PLANNING=[bad, PLAN_LOOKUP, PLAN_EMPTY]))
     result = await make_orchestrator(brain=brain).run_turn("s1", "How many A1001?")
-    (error,) = brain.requests_for("PLANNING")[1].repair.errors
+    repair = brain.requests_for("PLANNING")[1].repair
+    assert repair is not None
+    (error,) = repair.errors
     (call,) = error.ctx["calls"]
     assert (call["index"], call["tool"]) == (0, "teleport")
     assert "unknown tool 'teleport'" in call["problem"] and "inventory_lookup" in call["problem"]
@@ -145,6 +148,7 @@ async def test_a_hanging_brain_times_out_and_is_retried(make_orchestrator):
         "state", "INTENT", 1, 0.05)
     assert [r.reason for r in kinds(result, "retry")] == ["timeout"]
     repair = brain.requests_for("INTENT")[1].repair
+    assert repair is not None
     assert (repair.reason, repair.message) == ("timeout",
                                                "the previous attempt timed out after 0.05s")
     assert result.status == "completed"
@@ -183,6 +187,7 @@ async def test_a_retryable_brain_error_is_retried_then_succeeds(make_orchestrato
     assert (failed.error_type, failed.retryable) == ("RetryableError", True)
     assert [r.reason for r in kinds(result, "retry")] == ["error"]
     repair = brain.requests_for("INTENT")[1].repair
+    assert repair is not None
     assert (repair.reason, repair.message) == ("error", "the previous attempt failed: overloaded")
     assert result.status == "completed"
 
@@ -332,6 +337,16 @@ async def test_a_session_belongs_to_its_user(make_orchestrator):
         await orchestrator.run_turn("s1", "How many A1001?", user_id="mallory")
 
 
+async def test_a_dropped_session_is_forgotten_and_starts_afresh(make_orchestrator):
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
+    await orchestrator.run_turn("s1", "How many A1001?", user_id="alice")
+    orchestrator.drop_session("s1")
+    orchestrator.drop_session("never-seen")  # unknown: nothing to forget
+    assert "s1" not in orchestrator.sessions()
+    result = await orchestrator.run_turn("s1", "How many A1001?", user_id="mallory")
+    assert result.events[0].seq == 1 and orchestrator.sessions()["s1"].user_id == "mallory"
+
+
 @pytest.mark.parametrize("text", ["", "   ", None])
 async def test_an_empty_message_is_a_usage_error(make_orchestrator, text):
     with pytest.raises(UsageError, match="empty"):
@@ -376,7 +391,7 @@ async def test_sinks_receive_every_event_in_order(make_orchestrator):
 async def test_structlog_sink_logs_each_event_with_its_fields(make_orchestrator):
     import structlog
 
-    from hermes_fsm import StructlogSink
+    from hermes_fsm.events import StructlogSink
 
     orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(
         intent=[BAD_OUTPUT["INTENT"], INTENT_TOOLS])), sinks=[StructlogSink()])

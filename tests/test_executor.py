@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import ToolCallFailed
 from hermes_fsm.contracts.retry import RetryPolicy
+from hermes_fsm.errors import ToolCallFailed
 from hermes_fsm.events.model import EVENT_ADAPTER, ToolCallFinished, ToolCallRetried
 from hermes_fsm.testing import ScriptedBrain
 from hermes_fsm.tools.breaker import WindowBreaker

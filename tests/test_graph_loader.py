@@ -160,7 +160,7 @@ def bundled() -> Graph:
 
 
 @pytest.fixture(scope="module")
-def bundled_edges(bundled: Graph) -> list[tuple[str, str, str]]:
+def bundled_edges(bundled: Graph) -> list[tuple[str, str, str | None]]:
     return GraphMachine(bundled).edges()
 
 

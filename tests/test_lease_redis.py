@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import StoreError
+from hermes_fsm.errors import StoreError
 from hermes_fsm.store.lease import RedisLease
 from tests.memory.conftest import REDIS_URL, need
 

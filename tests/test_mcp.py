@@ -250,6 +250,7 @@ async def test_a_server_killed_mid_call_gives_a_retryable_error_restarts_and_ser
 
     executor = ToolExecutor(registry)
     tool = registry.get("demo.count_slowly")  # one attempt: show the error, not a retry
+    assert tool.contract is not None
     tool.contract = tool.contract.model_copy(update={"retry": RetryPolicy(max_attempts=1)})
     async with asyncio.timeout(BOUND):
         (envelope,) = await executor.execute(
@@ -352,6 +353,7 @@ async def test_a_hanging_mcp_tool_returns_a_timeout_envelope_and_the_server_serv
     registry = demo_calendar.registry
     tool = registry.get("demo.count_slowly")
     assert tool.own_timeout  # the MCP client's request timeout bounds the call
+    assert tool.contract is not None
     tool.contract = tool.contract.model_copy(update={"retry": RetryPolicy(max_attempts=1)})
     tool.timeout_s = 0.3
     started = time.perf_counter()
@@ -375,6 +377,7 @@ async def lying_calendar() -> AsyncIterator[MCPConnection]:
 
 def with_policy(connection: MCPConnection, policy: Any) -> Any:
     tool = connection.registry.get("liar.calendar_query")
+    assert tool.contract is not None
     tool.contract = tool.contract.model_copy(update={"on_output_violation": policy})
     return tool
 

@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from pydantic import Field
 
-from hermes_fsm import Contract, ContractRegistry, Orchestrator
+from hermes_fsm import Contract, Orchestrator
 from hermes_fsm.cli.main import main
+from hermes_fsm.contracts import ContractRegistry
 from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent
 from hermes_fsm.events.recording import (
     RecordingError,
@@ -20,7 +21,8 @@ from hermes_fsm.events.recording import (
     parse_recording,
     recording_text,
 )
-from hermes_fsm.replay.replayer import Replayer, ReplayFailed, offline_catalog
+from hermes_fsm.events.sinks import ListSink
+from hermes_fsm.replay import Replayer, ReplayFailed, offline_catalog
 from hermes_fsm.testing import ScriptedBrain
 from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import happy_script
@@ -129,7 +131,7 @@ def test_a_tool_call_with_different_arguments_is_a_divergence(tmp_path):
 async def test_a_recording_sink_writes_a_recording_that_replays(tmp_path):
     orchestrator = Orchestrator(brain=ScriptedBrain(happy_script()))
     sink = RecordingSink(tmp_path, orchestrator)
-    orchestrator.services.sinks = (sink,)
+    orchestrator.add_sink(sink)
     await orchestrator.run_turn("sess/1", "How many A1001?", user_id="erin")
     await orchestrator.run_turn("sess/1", "again", user_id="erin")
     sink.close()
@@ -331,12 +333,13 @@ def test_blank_lines_and_crlf_in_a_recording_are_tolerated(tmp_path):
 
 
 def test_a_rerun_builds_no_contexts_unless_asked_and_finds_the_same(monkeypatch):
-    seen: list[Any] = []
+    sink = ListSink()
+    seen = sink.events
     original = Replayer._orchestrator
 
-    def watched(self: Replayer) -> Any:
+    def watched(self: Replayer) -> Orchestrator:
         orchestrator = original(self)
-        orchestrator.services.sinks = (type("Sink", (), {"emit": staticmethod(seen.append)}),)
+        orchestrator.add_sink(sink)
         return orchestrator
 
     monkeypatch.setattr(Replayer, "_orchestrator", watched)

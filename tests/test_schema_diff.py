@@ -759,8 +759,8 @@ def expression_schema(lit_max: float) -> dict[str, Any]:
     Expr = Annotated[Lit | Add | Neg, Field(discriminator="kind")]
 
     class Program(BaseModel):
-        body: list[Expr]  # type: ignore[valid-type]
-        main: Expr | None = None  # type: ignore[valid-type]
+        body: list[Expr]
+        main: Expr | None = None
 
     for model in (Add, Neg, Program):
         model.model_rebuild(_types_namespace={"Expr": Expr})

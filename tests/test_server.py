@@ -164,7 +164,7 @@ async def test_a_client_that_disconnects_mid_stream_leaves_a_complete_turn_in_th
 
 
 def _hub(orchestrator: Orchestrator) -> Any:
-    return next(s for s in orchestrator.services.sinks if type(s).__name__ == "TurnHub")
+    return next(s for s in orchestrator.sinks if type(s).__name__ == "TurnHub")
 
 
 # --- reading events -------------------------------------------------------------------------
@@ -554,7 +554,7 @@ async def test_the_events_of_a_running_turn_read_as_json_are_those_logged_after_
 
 
 async def test_an_object_sink_beside_the_hub_gets_every_event_as_before() -> None:
-    from hermes_fsm import ListSink
+    from hermes_fsm.events import ListSink
 
     sink = ListSink()
     orchestrator = Orchestrator(sinks=[sink])
@@ -697,7 +697,7 @@ async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
     def broken() -> Any:
         raise RuntimeError("a bug")
 
-    orchestrator.sessions = broken  # type: ignore[assignment,method-assign]
+    orchestrator.sessions = broken  # type: ignore[method-assign]
     sent: list[dict[str, Any]] = []
 
     async def send(message: dict[str, Any]) -> None:

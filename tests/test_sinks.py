@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -10,7 +11,7 @@ from typing import Any
 import pytest
 import structlog
 
-from hermes_fsm import ListSink, StructlogSink
+from hermes_fsm.events import ListSink, StructlogSink
 from hermes_fsm.events.model import (
     BrainCall,
     ContractViolation,
@@ -22,8 +23,8 @@ from hermes_fsm.events.model import (
 )
 from hermes_fsm.events.sinks import DataSink, EventSink, event_from_data, event_json, sink_plan
 from hermes_fsm.server.wire import sse, sse_data
-from hermes_fsm.testing import HANG, ScriptedBrain
-from tests.support import INTENT_TOOLS, graph_with, happy_script
+from hermes_fsm.testing import HANG, ScriptedBrain, capture_events
+from tests.support import INTENT_TOOLS, PLAN_EMPTY, PLAN_LOOKUP, graph_with, happy_script
 
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
                               "value": "email", "evidence": "user_message"}]}
@@ -113,8 +114,8 @@ async def test_data_sinks_build_no_event_objects(make_orchestrator: Any) -> None
         "s1", "How many?")
 
     # only those the engine reads itself (as without sinks), none for the sink
-    built = sorted(result.events._objects)  # type: ignore[attr-defined]
-    assert built == sorted(without.events._objects)  # type: ignore[attr-defined]
+    built = sorted(result.events._objects)
+    assert built == sorted(without.events._objects)
     assert len(built) < len(result.events) // 2
     assert [data for _, data in recorder.data] == [e.model_dump() for e in result.events]
 
@@ -176,3 +177,70 @@ def test_every_event_class_has_a_field_serializer() -> None:
     classes = _Event.__subclasses__()
     assert len(classes) >= 20
     assert all(_serializer(cls) is not None for cls in classes)
+
+
+# --- attaching and detaching sinks ------------------------------------------------------
+
+
+async def test_an_added_sink_gets_every_later_event_and_a_removed_one_none(
+        make_orchestrator: Any) -> None:
+    objects, recorder = ListSink(), DataRecorder()
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
+    orchestrator.add_sink(objects)
+    orchestrator.add_sink(recorder)
+    assert orchestrator.sinks == (objects, recorder)
+
+    first = await orchestrator.run_turn("s1", "How many A1001?")
+    orchestrator.remove_sink(objects)
+    orchestrator.remove_sink(recorder)
+    second = await orchestrator.run_turn("s1", "And now?")
+
+    assert objects.events == list(first.events)
+    assert [data for _, data in recorder.data] == [e.model_dump() for e in first.events]
+    assert len(second.events) > 0 and orchestrator.sinks == ()
+
+
+async def test_a_sink_is_attached_once_and_removing_an_absent_one_does_nothing(
+        make_orchestrator: Any) -> None:
+    sink, stranger = ListSink(), ListSink()
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
+    orchestrator.add_sink(sink)
+    orchestrator.add_sink(sink)
+    orchestrator.remove_sink(stranger)
+
+    result = await orchestrator.run_turn("s1", "How many A1001?")
+
+    assert orchestrator.sinks == (sink,)
+    assert sink.events == list(result.events) and stranger.events == []
+
+
+async def test_sinks_changed_mid_turn_take_effect_at_the_next_event(
+        make_orchestrator: Any) -> None:
+    early, late = ListSink(), ListSink()
+
+    def swap(request: Any) -> Any:  # the brain answers PLANNING after swapping the sinks
+        orchestrator.remove_sink(early)
+        orchestrator.add_sink(late)
+        return PLAN_LOOKUP
+
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(plan=[swap, PLAN_EMPTY])))
+    orchestrator.add_sink(early)
+    result = await orchestrator.run_turn("s1", "How many A1001?")
+
+    events = list(result.events)
+    cut = len(early.events)
+    assert 0 < cut < len(events)
+    assert early.events == events[:cut] and late.events == events[cut:]
+    first = late.events[0]
+    assert isinstance(first, BrainCall) and first.state == "PLANNING"
+    assert late.events[-1].kind == "turn_finished"
+
+
+def test_capture_events_detaches_its_sink_when_the_block_ends(make_orchestrator: Any) -> None:
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
+    with capture_events(orchestrator) as captured:
+        asyncio.run(orchestrator.run_turn("s1", "How many A1001?"))
+    during = len(captured.events)
+    asyncio.run(orchestrator.run_turn("s1", "And now?"))
+
+    assert during > 0 and len(captured.events) == during and orchestrator.sinks == ()

@@ -92,7 +92,7 @@ def test_every_edge_of_the_diagram_is_drawn_once(bundled: Graph, tree: ET.Elemen
 
 def test_retry_edges_are_dashed_orange_self_loops(bundled: Graph, tree: ET.Element) -> None:
     retries = [g for g in _edge_groups(tree) if g.get("data-kind") == "retry"]
-    assert sorted(g.get("data-source") for g in retries) == sorted(bundled.retrying_states())
+    assert sorted(g.get("data-source", "") for g in retries) == sorted(bundled.retrying_states())
     for group in retries:
         path = _edge_path(group)
         assert group.get("data-source") == group.get("data-dest")
@@ -136,7 +136,7 @@ def test_the_initial_state_is_on_top_and_ranks_follow_distance(
     ranks = rank_states(bundled)
     assert ranks == {"IDLE": 0, "INTENT": 1, "PLANNING": 2, "RESPONSE": 2, "EXECUTION": 3,
                      "MEMORY_COMMIT": 3, "RESULT": 4}
-    top = {g.get("data-state"): float(g.find("svg:rect", NS).get("y"))  # type: ignore[union-attr]
+    top = {g.get("data-state"): float(g.find("svg:rect", NS).get("y", ""))  # type: ignore[union-attr]
            for g in tree.iterfind(".//svg:g[@data-state]", NS)}
     for a, b in [("IDLE", "INTENT"), ("INTENT", "PLANNING"), ("PLANNING", "EXECUTION"),
                  ("EXECUTION", "RESULT")]:

@@ -35,7 +35,9 @@ from hermes_fsm.cli.view import (
     run_view,
 )
 from hermes_fsm.config.settings import HermesConfig, load_config
+from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
+from hermes_fsm.events.sinks import EventSink
 
 __all__ = ["main"]
 
@@ -167,11 +169,9 @@ def _configure_logging(config: HermesConfig) -> None:
     )
 
 
-def _orchestrator(config: HermesConfig, printer: Any) -> Any:
-    from hermes_fsm.engine.orchestrator import Orchestrator
-
+def _orchestrator(config: HermesConfig, printer: EventSink) -> Orchestrator:
     orchestrator = Orchestrator.from_config(config)
-    orchestrator.services.sinks = (*orchestrator.services.sinks, printer)
+    orchestrator.add_sink(printer)
     return orchestrator
 
 
@@ -208,8 +208,7 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     printer = ConsolePrinter(out)
     orchestrator = _orchestrator(config, printer)
     if args.quiet:
-        orchestrator.services.sinks = tuple(s for s in orchestrator.services.sinks
-                                            if s is not printer)
+        orchestrator.remove_sink(printer)
     recorder = attach_recording(orchestrator, args.record)
     session = orchestrator.session(args.session, args.user)
     out.write(f"session {session.session_id} — type a message, or /quit to leave\n")

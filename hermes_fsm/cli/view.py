@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
+from hermes_fsm.events.recording import RecordingSink, RecordingSource, load_recording
+from hermes_fsm.events.sinks import SinkHost
 from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
 
 __all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
@@ -37,25 +39,26 @@ def add_record_option(p: argparse.ArgumentParser) -> None:
                    help="write each session's events to DIR/<session>.jsonl (for view/replay)")
 
 
-def attach_recording(orchestrator: Any, directory: Path | None) -> Any:
+class Recordable(RecordingSource, SinkHost, Protocol):
+    """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is one)."""
+
+
+def attach_recording(orchestrator: Recordable, directory: Path | None) -> RecordingSink | None:
     """Attach a :class:`~hermes_fsm.events.recording.RecordingSink` writing to ``directory``
     (nothing when it is ``None``); returns the sink, or ``None``."""
     if directory is None:
         return None
-    from hermes_fsm.events.recording import RecordingSink
-
     try:
         sink = RecordingSink(directory, orchestrator)
     except OSError as exc:
         raise UsageError(f"--record {directory}: cannot create the directory: "
                          f"{exc.strerror or exc}; choose another directory") from None
-    orchestrator.services.sinks = (*orchestrator.services.sinks, sink)
+    orchestrator.add_sink(sink)
     return sink
 
 
 def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
-    from hermes_fsm.events.recording import load_recording
     from hermes_fsm.graph.loader import default_graph_path, load_graph
     from hermes_fsm.viz.view import render_view
 

@@ -20,7 +20,7 @@ turn's facts and tools so a contract can check references, not only shapes.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
@@ -128,7 +128,7 @@ class ContractRegistry:
         """Every registered ``name@version``."""
         return [f"{n}@{v}" for n, vs in self._by_name.items() for v in vs]
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[type[Contract]]:
         for versions in self._by_name.values():
             yield from versions.values()
 

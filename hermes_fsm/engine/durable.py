@@ -241,8 +241,7 @@ def rebuild_turn(orchestrator: Orchestrator, session: Session,
     """
     first = events[0]
     graph = orchestrator.graph
-    turn = TurnContext(session, first["turn_id"], first["user_id"], first["text"],
-                       orchestrator.services)
+    turn = orchestrator.new_turn(session, first["turn_id"], first["user_id"], first["text"])
     turn.path = [graph.initial]
     retried: RepairReason = "error"
     for event in events[1:]:

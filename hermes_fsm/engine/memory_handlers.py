@@ -16,14 +16,7 @@ from typing import Any
 from hermes_fsm.contracts.states import MemoryCommit
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.errors import MemoryStoreError
-from hermes_fsm.events.model import (
-    EventList,
-    MemoryCommitFailed,
-    MemoryRecalled,
-    MemoryWrite,
-    event_data,
-)
-from hermes_fsm.events.model import make_event as _make_event
+from hermes_fsm.events.model import MemoryCommitFailed, MemoryRecalled, MemoryWrite
 from hermes_fsm.graph.model import DEFAULT_RECALL
 from hermes_fsm.memory import BackgroundCommits, format_recall
 from hermes_fsm.memory.recall import estimate_tokens
@@ -109,8 +102,8 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
         background.retry(
             commit,
             on_success=lambda attempt, outcomes: _report(turn, outcomes, updates, late=True),
-            on_failure=lambda attempts, error: _emit_late(
-                turn, MemoryCommitFailed, attempts=attempts, error=str(error), final=True,
+            on_failure=lambda attempts, error: turn.emit_late(
+                MemoryCommitFailed, attempts=attempts, error=str(error), final=True,
                 keys=keys))
         return
     _report(turn, outcomes, updates, late=False)
@@ -123,21 +116,7 @@ def _report(turn: TurnContext, outcomes: Any, updates: Any, late: bool) -> None:
                   "value": values.get(outcome.key), "status": outcome.status,
                   "detail": outcome.detail}
         if late:
-            _emit_late(turn, MemoryWrite, **fields)
+            turn.emit_late(MemoryWrite, **fields)
         else:
             turn.emit(MemoryWrite, **fields)
 
-
-def _emit_late(turn: TurnContext, kind: Any, **fields: Any) -> None:
-    """Emit an event after the turn ended: next seq of the session, to its log and sinks."""
-    session = turn.session
-    session.seq += 1
-    fields.update(session_id=turn.session_id, turn_id=turn.turn_id, seq=session.seq,
-                  at=turn.services.clock.now())
-    data = event_data(kind, fields)
-    event = _make_event(kind, data)
-    batch = EventList()
-    batch.add(kind, data, event)
-    session.record(batch)
-    for sink in turn.services.sinks:
-        sink.emit(event)

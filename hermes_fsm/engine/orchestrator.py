@@ -36,7 +36,7 @@ from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.session import Session
-from hermes_fsm.engine.turn import Services, TurnContext, TurnResult
+from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult
 from hermes_fsm.errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
 from hermes_fsm.events.model import (
     ContractViolation,
@@ -48,6 +48,7 @@ from hermes_fsm.events.model import (
     TurnFinished,
     TurnStarted,
 )
+from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.graph.machine import GraphMachine
 from hermes_fsm.graph.model import Graph, StateSpec
@@ -55,7 +56,7 @@ from hermes_fsm.memory import InProcessMemory, Memory
 from hermes_fsm.sources import Clock, IdFactory, SystemClock, UuidIds
 from hermes_fsm.store.lease import SessionLease
 from hermes_fsm.store.protocol import SessionStore
-from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.executor import ToolExecutor, ToolRunner
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
 
@@ -75,7 +76,7 @@ class Orchestrator:
         brain: decides state outputs (default: the offline rules brain).
         tools: the tool registry (default: the demo tools).
         memory: long-term memory (default: in-process).
-        sinks: extra event sinks (each gets every event).
+        sinks: extra event sinks (each gets every event); see :meth:`add_sink`.
         clock, ids: sources of time and ids (inject fixed ones for byte-stable events).
         busy_policy: ``"refuse"`` (a turn on a busy session raises :class:`SessionBusy`)
             or ``"queue"`` (it waits for the running turn).
@@ -109,14 +110,14 @@ class Orchestrator:
         brain: Brain | None = None,
         tools: ToolRegistry | None = None,
         memory: Memory | None = None,
-        sinks: Iterable[Any] = (),
+        sinks: Iterable[EventSink] = (),
         clock: Clock | None = None,
         ids: IdFactory | None = None,
         busy_policy: Literal["refuse", "queue"] = "refuse",
         history_window: int = 20,
         random: Any = None,
         sleep: Any = None,
-        executor: ToolExecutor | None = None,
+        executor: ToolRunner | None = None,
         mcp_servers: MCPServers | None = None,
         store: SessionStore | None = None,
         lease: SessionLease | None = None,
@@ -142,8 +143,9 @@ class Orchestrator:
         self.services = Services(
             brain=brain, tools=tools, executor=executor or ToolExecutor(tools),
             memory=memory if memory is not None else InProcessMemory(),
-            clock=clock or SystemClock(), sinks=tuple(sinks),
+            clock=clock or SystemClock(),
         )
+        self._sinks = EventSinks(sinks)
         self.ids = ids or UuidIds()
         self.busy_policy = busy_policy
         self.history_window = history_window
@@ -239,6 +241,30 @@ class Orchestrator:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
+    # --- sinks ------------------------------------------------------------------------
+
+    def add_sink(self, sink: EventSink) -> None:
+        """Send every event from now on to ``sink`` too (a no-op if it gets them already).
+        Safe while turns run: one added mid-turn sees the rest of that turn. Call it from
+        the event loop's thread."""
+        self._sinks.add(sink)
+
+    def remove_sink(self, sink: EventSink) -> None:
+        """Send ``sink`` no more events, from the next one on, running turns included
+        (a no-op for a sink that is not attached)."""
+        self._sinks.remove(sink)
+
+    @property
+    def sinks(self) -> tuple[EventSink, ...]:
+        """The attached sinks, in the order they get each event (read-only: change them
+        with :meth:`add_sink` and :meth:`remove_sink`)."""
+        return self._sinks.current
+
+    def new_turn(self, session: Session, turn_id: str, user_id: str, text: str) -> TurnContext:
+        """A turn of ``session`` on this orchestrator's services and sinks, not started (the
+        engine and the durable layer make turns with it)."""
+        return TurnContext(session, turn_id, user_id, text, self.services, self._sinks)
+
     # --- sessions ---------------------------------------------------------------------
 
     def session(self, session_id: str | None = None, user_id: str = "anonymous") -> Session:
@@ -263,6 +289,12 @@ class Orchestrator:
     def sessions(self) -> Mapping[str, Session]:
         """Every session of this orchestrator, by id."""
         return self._sessions
+
+    def drop_session(self, session_id: str) -> None:
+        """Forget the in-process session ``session_id`` (its state, history and event log);
+        a no-op for an unknown one. A durable store keeps its copy: the next turn reloads it.
+        """
+        self._sessions.pop(session_id, None)
 
     # --- turns ------------------------------------------------------------------------
 
@@ -329,7 +361,7 @@ class Orchestrator:
         started = time.perf_counter()
         durable = self._durable
         if resumed is None:
-            turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+            turn = self.new_turn(session, self.ids.new("turn"), user_id, text)
             if durable is not None:
                 from hermes_fsm.engine.durable import EffectsJournal
 

@@ -2,13 +2,15 @@
 
 A :class:`TurnContext` is handed to every handler, condition and ``on_output`` hook. It
 holds the user's message, the validated outputs of the states so far, the services
-(brain, tools, memory), and emits events with the session's sequence numbers.
+(brain, tools, memory), and emits events with the session's sequence numbers. Where the
+events go besides the turn (the orchestrator's sinks, :class:`EventSinks`) is the
+engine's: a handler emits, it does not see or change the sinks.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -24,7 +26,7 @@ from hermes_fsm.events.model import (
     event_data,
     make_event,
 )
-from hermes_fsm.events.sinks import sink_plan
+from hermes_fsm.events.sinks import EventSink, sink_plan
 from hermes_fsm.sources import SystemClock
 
 if TYPE_CHECKING:
@@ -33,10 +35,10 @@ if TYPE_CHECKING:
     from hermes_fsm.graph.model import StateSpec
     from hermes_fsm.memory import Memory
     from hermes_fsm.sources import Clock
-    from hermes_fsm.tools.executor import ToolExecutor
+    from hermes_fsm.tools.executor import ToolRunner
     from hermes_fsm.tools.registry import ToolRegistry
 
-__all__ = ["Services", "TurnContext", "TurnResult"]
+__all__ = ["EventSinks", "Services", "TurnContext", "TurnResult"]
 
 
 @dataclass(slots=True)
@@ -46,11 +48,41 @@ class Services:
 
     brain: Brain
     tools: ToolRegistry
-    executor: ToolExecutor
+    executor: ToolRunner
     memory: Memory
     clock: Clock
-    sinks: tuple[Any, ...] = ()
     context: Any = None
+
+
+class EventSinks:
+    """The sinks an orchestrator's events go to, besides each turn's own log.
+
+    Changed through ``Orchestrator.add_sink``/``remove_sink``; turns read :attr:`current`
+    at every event, so a change takes effect at the next event, also in a turn that is
+    running (an added sink sees the rest of that turn, a removed one nothing more). The
+    tuple is replaced, never changed in place (:func:`~hermes_fsm.events.sinks.sink_plan`
+    caches its plan per tuple). Change it from the event loop's thread.
+    """
+
+    __slots__ = ("current",)
+
+    def __init__(self, sinks: Iterable[EventSink] = ()) -> None:
+        self.current: tuple[EventSink, ...] = tuple(sinks)
+
+    def add(self, sink: EventSink) -> None:
+        """Send events to ``sink`` too (once: adding a sink that is there already is a no-op)."""
+        if not any(s is sink for s in self.current):
+            self.current = (*self.current, sink)
+
+    def remove(self, sink: EventSink) -> None:
+        """Send ``sink`` no more events (a no-op for a sink that is not there)."""
+        self.current = tuple(s for s in self.current if s is not sink)
+
+    def __iter__(self) -> Iterator[EventSink]:
+        return iter(self.current)
+
+    def __len__(self) -> int:
+        return len(self.current)
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +128,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "attempt",
+        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
         "by_contract", "events", "flushed",
         "history", "journal", "memory", "output", "output_state", "outputs", "path", "repair",
         "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
@@ -104,13 +136,14 @@ class TurnContext:
     )
 
     def __init__(self, session: Session, turn_id: str, user_id: str, text: str,
-                 services: Services) -> None:
+                 services: Services, sinks: EventSinks) -> None:
         self.session = session
         self.session_id = session.session_id
         self.turn_id = turn_id
         self.user_id = user_id
         self.text = text
         self.services = services
+        self._sinks = sinks
         self.state: StateSpec | None = None
         self.attempt = 1
         self.repair: Repair | None = None
@@ -158,7 +191,7 @@ class TurnContext:
         data["seq"] = seq
         if data["at"] is None:
             data["at"] = self._now()
-        sinks = self.services.sinks
+        sinks = self._sinks.current
         if sinks:  # data sinks take the field dict; the object is built only for the others
             objects, calls = sink_plan(sinks)
             event = make_event(kind, data) if objects else None
@@ -171,6 +204,22 @@ class TurnContext:
         else:
             self._add_kind(kind)  # self.events.add(kind, data), without the call
             self._add_data(data)
+
+    def emit_late(self, kind: type[Event], **fields: Any) -> None:
+        """Emit an event of this turn after it ended (e.g. a memory commit retried in the
+        background): the session's next seq, to the session's log and the sinks (as an
+        object: no turn is running to take field dicts)."""
+        session = self.session
+        session.seq += 1
+        fields.update(session_id=self.session_id, turn_id=self.turn_id, seq=session.seq,
+                      at=self.services.clock.now())
+        data = event_data(kind, fields)
+        event = make_event(kind, data)
+        batch = EventList()
+        batch.add(kind, data, event)
+        session.record(batch)
+        for sink in self._sinks.current:
+            sink.emit(event)
 
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.

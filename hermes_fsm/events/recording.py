@@ -29,17 +29,18 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
 from hermes_fsm._internal.version import VERSION
-from hermes_fsm.errors import HermesError
+from hermes_fsm.errors import RecordingError
 from hermes_fsm.events.model import EVENT_ADAPTER, EVENTS_ADAPTER, Event
+from hermes_fsm.sources import Clock
 
 __all__ = [
     "FORMAT",
@@ -49,6 +50,7 @@ __all__ = [
     "RecordingError",
     "RecordingHeader",
     "RecordingSink",
+    "RecordingSource",
     "iter_recordings",
     "load_recording",
     "parse_recording",
@@ -59,10 +61,6 @@ __all__ = [
 FORMAT: Literal["hermes-fsm/recording"] = "hermes-fsm/recording"
 FORMAT_VERSION = 1
 READABLE_VERSIONS = (1,)
-
-
-class RecordingError(HermesError):
-    """A recording cannot be read: wrong format, unknown version, or a malformed line."""
 
 
 class GraphInfo(BaseModel):
@@ -357,7 +355,66 @@ def _schema_hash(schema: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def recording_header(orchestrator: Any, session_id: str, user_id: str) -> RecordingHeader:
+class _Contract(Protocol):
+    @property
+    def contract_name(self) -> str: ...
+    @property
+    def contract_version(self) -> str: ...
+
+
+class _Graph(Protocol):
+    """What a header names of a graph (a :class:`~hermes_fsm.graph.model.Graph` is one)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def version(self) -> str: ...
+    @property
+    def content_hash(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def contracts(self) -> Iterable[_Contract]: ...
+
+
+class _Tool(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def input_schema(self) -> Mapping[str, Any]: ...
+
+
+class _ToolCatalog(Protocol):
+    def describe(self) -> Sequence[_Tool]: ...
+
+
+class _Services(Protocol):
+    @property
+    def tools(self) -> _ToolCatalog: ...
+    @property
+    def clock(self) -> Clock: ...
+
+
+class _Session(Protocol):
+    @property
+    def user_id(self) -> str: ...
+    def event_lines(self) -> Iterable[bytes]: ...
+
+
+class RecordingSource(Protocol):
+    """What a recording reads of an orchestrator (an :class:`~hermes_fsm.Orchestrator` is
+    one): its graph and the graph's contracts, its tools' ``describe()``, its clock, and —
+    for :func:`recording_text` — its sessions."""
+
+    @property
+    def graph(self) -> _Graph: ...
+    @property
+    def services(self) -> _Services: ...
+    def sessions(self) -> Mapping[str, _Session]: ...
+
+
+def recording_header(orchestrator: RecordingSource, session_id: str,
+                     user_id: str) -> RecordingHeader:
     """The header for a recording of ``session_id`` made by ``orchestrator``."""
     graph = orchestrator.graph
     contracts = {c.contract_name: c.contract_version for c in graph.contracts}
@@ -371,7 +428,7 @@ def recording_header(orchestrator: Any, session_id: str, user_id: str) -> Record
     )
 
 
-def recording_text(orchestrator: Any, session_id: str) -> str:
+def recording_text(orchestrator: RecordingSource, session_id: str) -> str:
     """The recording of a session of ``orchestrator`` as JSONL text (header + events)."""
     session = orchestrator.sessions().get(session_id)
     if session is None:
@@ -394,11 +451,11 @@ class RecordingSink:
         orchestrator: whose graph, contracts and tools the headers name.
     """
 
-    def __init__(self, directory: str | Path, orchestrator: Any) -> None:
+    def __init__(self, directory: str | Path, orchestrator: RecordingSource) -> None:
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.orchestrator = orchestrator
-        self._files: dict[str, Any] = {}
+        self._files: dict[str, IO[str]] = {}
 
     def path_for(self, session_id: str) -> Path:
         """The file of a session's recording."""

@@ -22,7 +22,7 @@ from pydantic_core import SchemaSerializer, core_schema
 
 from hermes_fsm.events.model import Event, make_event
 
-__all__ = ["DataSink", "EventSink", "ListSink", "StructlogSink", "event_from_data",
+__all__ = ["DataSink", "EventSink", "ListSink", "SinkHost", "StructlogSink", "event_from_data",
            "event_json", "sink_plan"]
 
 
@@ -43,6 +43,14 @@ class DataSink(Protocol):
     def emit_data(self, kind: type[Any], data: Mapping[str, Any]) -> None: ...
 
 
+class SinkHost(Protocol):
+    """What sinks are attached to and detached from (an orchestrator is one)."""
+
+    def add_sink(self, sink: EventSink) -> None: ...
+
+    def remove_sink(self, sink: EventSink) -> None: ...
+
+
 SinkPlan = tuple[bool, tuple[tuple[Any, bool], ...]]
 """Whether any sink takes event objects; each sink with whether it takes field dicts."""
 
@@ -52,7 +60,7 @@ _PLANS: dict[int, tuple[tuple[Any, ...], SinkPlan]] = {}
 def sink_plan(sinks: tuple[Any, ...]) -> SinkPlan:
     """How to hand an event to ``sinks``: ``(any takes objects, ((sink, takes data), ...))``.
 
-    Worked out once per tuple of sinks (``services.sinks`` is replaced, never changed in
+    Worked out once per tuple of sinks (an orchestrator's sinks are replaced, never changed in
     place), then looked up by the tuple's identity.
     """
     entry = _PLANS.get(id(sinks))

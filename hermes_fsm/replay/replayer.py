@@ -32,45 +32,36 @@ the failure returned as a value, raised by default):
 from __future__ import annotations
 
 import asyncio
-import difflib
 import gc
 import json
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from operator import itemgetter
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.contracts.base import ContractRegistry, split_ref
-from hermes_fsm.errors import BrainError, ContractError, HermesError, RetryableError
-from hermes_fsm.events.model import Event, ToolCallFinished, ToolCallStarted, event_data
+from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.errors import ContractError, HermesError, ReplayFailed
 from hermes_fsm.events.recording import Recording, load_recording
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.graph.model import Graph
-from hermes_fsm.tools.executor import truncate_for_model
+from hermes_fsm.replay.compare import NOT_COMPARED, Divergence, first_divergence
+from hermes_fsm.replay.fakes import (
+    RecordedIds,
+    ReplayBrain,
+    ReplayExecutor,
+    ReplayMemory,
+    index_turn,
+    no_wait,
+    offline_catalog,
+)
+from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["Divergence", "Finding", "ReplayFailed", "ReplayResult", "Replayer",
            "offline_catalog"]
-
-# Fields that differ between runs and say nothing about the turn's behaviour: times, ids,
-# which brain answered and what it cost, how long a backoff waited.
-# ``tokens`` (memory_recalled): counted by the configured token counter, which may differ
-# between the recording process and this one (a tokenizer file, a calibrated ratio)
-_VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "brain", "usage",
-                       "usage_source", "delay_s", "tokens"})
-
-# Event kinds a rerun does not compare. ``context_built`` records what the recording
-# process's budget and token counter made of each brain request; the replay brain answers
-# from the recording whatever its context, and the counts depend on that process's
-# settings (window, tokenizer, calibration), so comparing them would report settings,
-# not behaviour. Their recorded lines are not even parsed, and a rerun builds no contexts
-# unless asked (``Replayer(build_contexts=True)``).
-_NOT_COMPARED = frozenset({"context_built"})
 
 # The events ``validate`` reads: the payloads it checks, and where each turn begins.
 _VALIDATED = frozenset({"turn_started", "state_output", "tool_call_started",
@@ -99,22 +90,6 @@ class Finding:
                    if self.recorded_contract and self.recorded_contract != self.contract else ""))
 
 
-@dataclass(frozen=True)
-class Divergence:
-    """The first point where a rerun turn differs from its recording."""
-
-    source: str
-    turn_id: str
-    seq: int  # the recorded event's sequence number (or the last one + 1)
-    reason: str
-    expected: dict[str, Any] | None
-    actual: dict[str, Any] | None
-    diff: str
-
-    def describe(self) -> str:
-        return f"{self.source} turn {self.turn_id} at seq {self.seq}: {self.reason}\n{self.diff}"
-
-
 @dataclass
 class ReplayResult:
     """What one replay of one recording found; ``ok`` when it found nothing."""
@@ -141,18 +116,6 @@ class ReplayResult:
         }
 
 
-class ReplayFailed(HermesError):
-    """A replay found drift or divergence (raised unless ``raise_on_failure=False``)."""
-
-    def __init__(self, result: ReplayResult) -> None:
-        self.result = result
-        lines = [f.describe() for f in result.findings]
-        lines += [d.describe() for d in result.divergences]
-        if result.error:
-            lines.append(result.error)
-        super().__init__(f"{result.mode} of {result.source} failed:\n" + "\n".join(lines))
-
-
 class Replayer:
     """Replays recordings against a graph (default: the bundled one) and its contracts.
 
@@ -169,7 +132,8 @@ class Replayer:
             refused either way (the rerun reports the ``ContextOverflow``).
     """
 
-    def __init__(self, graph: Graph | str | Path | None = None, *, tools: Any = None,
+    def __init__(self, graph: Graph | str | Path | None = None, *,
+                 tools: ToolRegistry | None = None,
                  contracts: ContractRegistry | None = None,
                  build_contexts: bool = False) -> None:
         if graph is None:
@@ -180,7 +144,7 @@ class Replayer:
             tools = offline_catalog()
         self.tools = tools
         self.build_contexts = build_contexts
-        self._rerunner: Any = None
+        self._rerunner: Orchestrator | None = None
         self._replay: tuple[ReplayBrain, ReplayExecutor, ReplayMemory] | None = None
         self._checks: dict[str, tuple[Any, bool]] = {}  # contract name → (today's, has facts)
 
@@ -219,7 +183,7 @@ class Replayer:
 
     async def arerun(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
         """:meth:`rerun`, for callers already in an event loop."""
-        turns = recording.raw_turns(skip=_NOT_COMPARED)  # their lines are not even parsed
+        turns = recording.raw_turns(skip=NOT_COMPARED)  # their lines are not even parsed
         result = ReplayResult(recording.source, "rerun", len(turns), recording.event_count)
         divergences: list[Divergence] = []
         try:
@@ -278,7 +242,7 @@ class Replayer:
         answers' evidence against the facts established earlier in the same turn.
         """
         tools = self.tools
-        find_tool = getattr(tools, "find", None)
+        find_tool = tools.find
         checks = self._checks
         facts: dict[str, set[Any]] = {}
         for e in events:
@@ -324,7 +288,7 @@ class Replayer:
                 if not e["ok"] or e.get("output_violation") or e.get("fallback"):
                     continue
                 name = e["tool"]
-                tool = find_tool(name) if find_tool is not None else None
+                tool = find_tool(name)
                 if tool is None:  # unknown today: its tool_call_started says so
                     continue
                 problem = tool.output_problem(e.get("output"))
@@ -351,7 +315,7 @@ class Replayer:
         orchestrator = self._orchestrator()
         assert self._replay is not None
         brain, executor, memory = self._replay
-        orchestrator.ids = _RecordedIds([t[0]["turn_id"] for t in turns])
+        orchestrator.ids = RecordedIds([t[0]["turn_id"] for t in turns])
         header = recording.header
         session_id, user_id, source = header.session_id, header.user_id, recording.source
         try:
@@ -360,69 +324,31 @@ class Replayer:
                 if started["kind"] != "turn_started":
                     raise HermesError(f"turn {started['turn_id']} does not begin with "
                                       "turn_started; the recording is cut or out of order")
-                outcomes, calls, recall, writes = _index_turn(turn)
+                outcomes, calls, recall, writes = index_turn(turn)
                 brain.load(outcomes)
                 executor.load(calls)
                 memory.load(started["turn_id"], recall, writes)
                 result = await orchestrator.run_turn(session_id, started["text"],
                                                      user_id=started["user_id"] or user_id)
-                divergence = _first_divergence(source, turn, result.events)
+                divergence = first_divergence(source, turn, result.events)
                 if divergence is not None:
                     divergences.append(divergence)
         finally:
-            orchestrator.sessions().pop(session_id, None)
+            orchestrator.drop_session(session_id)
 
-    def _orchestrator(self) -> Any:
+    def _orchestrator(self) -> Orchestrator:
         """One orchestrator (one machine) for every rerun, with one replay brain, executor
         and memory; what they answer is loaded per turn."""
         if self._rerunner is None:
-            from hermes_fsm.engine.orchestrator import Orchestrator
-
             brain, executor, memory = ReplayBrain(), ReplayExecutor(), ReplayMemory()
             # the rerun compares each turn's events from its result: no session log
             self._rerunner = Orchestrator(self.graph, brain=brain, tools=self.tools,
-                                          memory=memory, executor=executor,  # type: ignore[arg-type]
-                                          sleep=_no_wait, event_log=False)
+                                          memory=memory, executor=executor,
+                                          sleep=no_wait, event_log=False)
             if not self.build_contexts:  # the input cap is still checked (run_turn)
                 self._rerunner.services.context = None
             self._replay = brain, executor, memory
         return self._rerunner
-
-
-def offline_catalog(registry: Any = None, contracts_dir: str | Path | None = None) -> Any:
-    """Today's tools as replay sees them, with no server started.
-
-    ``registry`` (default: the demo tools) plus every pinned tool contract in
-    ``contracts_dir`` (default: ``contracts/tools``) that it lacks — MCP tools among them —
-    registered with their schemas only: plans and tool inputs are checked against them,
-    and calling one is an error (replay never calls a tool).
-    """
-    from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
-    from hermes_fsm.tools.registry import Tool
-
-    if registry is None:
-        from hermes_fsm.demo.tools import build_demo_registry
-
-        registry = build_demo_registry()
-    directory = Path(contracts_dir) if contracts_dir is not None else default_tool_contract_dir()
-    if not directory.is_dir():
-        return registry
-    known = set(registry.names())
-    for name, contract in sorted(load_tool_contracts(directory).items()):
-        if name in known:
-            continue
-
-        def offline(*_: Any, _name: str = name, **__: Any) -> Any:
-            raise HermesError(f"{_name} is known from its pinned contract only; replay does "
-                              "not call tools")
-
-        registry.add(Tool(name, contract.description, offline, contract.input_schema,
-                          contract=contract, timeout_s=contract.timeout_s, source="contract"))
-    return registry
-
-
-async def _no_wait(delay: float) -> None:
-    return None
 
 
 @contextmanager
@@ -452,377 +378,11 @@ def _batch_gc() -> Iterator[None]:
 _BATCH_GC_THRESHOLD = 20_000
 
 
-class _RecordedIds:
-    """Hands out the recorded turn ids, so call ids (which embed them) match."""
-
-    def __init__(self, turn_ids: list[str]) -> None:
-        self._turns = deque(turn_ids)
-
-    def new(self, prefix: str) -> str:
-        if prefix == "turn" and self._turns:
-            return self._turns.popleft()
-        return f"replay-{prefix}"
-
-
-class ReplayBrain:
-    """A brain that answers each state attempt with what the recording says the brain did.
-
-    For every attempt of a state that asked the brain (a ``brain_call`` event), it returns
-    the recorded raw output (the refused one, for a contract violation); for an attempt
-    that failed before the brain answered, it raises the recorded error again (a timeout
-    as :class:`TimeoutError`, at once).
-
-    Args:
-        turns: recorded turns (each a list of events, raw or typed); :meth:`begin` picks
-            one by id. A replayer instead :meth:`load`\\ s each turn's outcomes as it goes.
-    """
-
-    name = "replay"
-
-    def __init__(self, turns: Sequence[Sequence[Any]] = ()) -> None:
-        self._turns = _turns_by_id(turns)
-        self._current: dict[str, deque[Any]] = {}
-
-    def begin(self, turn_id: str) -> None:
-        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
-        self.load(_index_turn(self._turns.get(turn_id, ()))[0])
-
-    def load(self, outcomes: Mapping[str, Iterable[Any]]) -> None:
-        """Answer from ``outcomes``: per state, what the brain returned (or raised), in
-        attempt order."""
-        self._current = {state: deque(queue) for state, queue in outcomes.items()}
-
-    async def decide(self, request: BrainRequest) -> Any:
-        queue = self._current.get(request.state)
-        if not queue:
-            raise BrainError(f"replay: the recording has no brain output for {request.state} "
-                             f"attempt {request.attempt}")
-        outcome = queue.popleft()
-        if isinstance(outcome, BaseException):
-            raise outcome
-        return outcome
-
-
-def _turns_by_id(turns: Sequence[Sequence[Any]]) -> dict[str, list[Mapping[str, Any]]]:
-    out: dict[str, list[Mapping[str, Any]]] = {}
-    for events in turns:
-        if events:
-            data = [_fields(e) for e in events]
-            out[data[0]["turn_id"]] = data
-    return out
-
-
-def _fields(event: Any) -> Mapping[str, Any]:
-    """An event's fields: a raw event as is, a typed one's values."""
-    return event if isinstance(event, Mapping) else event.__dict__
-
-
-_INDEXED = frozenset({"brain_call", "state_output", "contract_violation", "handler_failed",
-                      "timed_out", "tool_call_started", "tool_call_finished", "memory_recalled",
-                      "memory_write"})
-
-
-def _index_turn(events: Sequence[Mapping[str, Any]]
-                ) -> tuple[dict[str, list[Any]], list[tuple[Mapping[str, Any], Mapping[str, Any]]],
-                           Mapping[str, Any] | None, list[Mapping[str, Any]]]:
-    """What a recorded turn's events say the outside world did, in one pass:
-
-    - per state, in attempt order, what the brain returned (or the error it ended in);
-    - the tool calls, each as its (started, finished) events, in the order they finished;
-    - the memory recall (its ``memory_recalled`` event, if any);
-    - the memory writes (``memory_write`` events).
-    """
-    outcomes: dict[str, list[Any]] = {}
-    asked: set[tuple[str, int]] = set()
-    pending: dict[str, Mapping[str, Any]] = {}
-    calls: list[tuple[Mapping[str, Any], Mapping[str, Any]]] = []
-    recall: Mapping[str, Any] | None = None
-    writes: list[Mapping[str, Any]] = []
-    indexed = _INDEXED
-    for e in events:
-        kind = e["kind"]
-        if kind not in indexed:
-            continue
-        if kind == "brain_call":
-            asked.add((e["state"], e["attempt"]))
-        elif kind == "state_output":
-            if (e["state"], e["attempt"]) in asked:
-                raw = e.get("raw")
-                outcomes.setdefault(e["state"], []).append(raw if raw is not None
-                                                           else e["output"])
-        elif kind == "contract_violation":
-            if (e["state"], e["attempt"]) in asked:
-                outcomes.setdefault(e["state"], []).append(e.get("raw"))
-        elif kind == "handler_failed":
-            if (e["state"], e["attempt"]) not in asked:
-                error = (RetryableError(e["message"]) if e["retryable"]
-                         else BrainError(e["message"]))
-                outcomes.setdefault(e["state"], []).append(error)
-        elif kind == "timed_out":
-            if e["scope"] == "state" and (e["state"], e["attempt"]) not in asked:
-                outcomes.setdefault(e["state"], []).append(TimeoutError())
-        elif kind == "tool_call_started":
-            pending[e["call_id"]] = e
-        elif kind == "tool_call_finished":
-            started = pending.pop(e["call_id"], None)
-            if started is not None:
-                calls.append((started, e))
-        elif kind == "memory_recalled":
-            recall = e
-        elif kind == "memory_write":
-            writes.append(e)
-    return outcomes, calls, recall, writes
-
-
-class ReplayExecutor:
-    """Answers tool calls from the recording, in order; never runs a tool.
-
-    Args:
-        turns: recorded turns (raw or typed events); :meth:`begin` picks one by id. A
-            replayer instead :meth:`load`\\ s each turn's calls as it goes.
-        max_result_chars: as the tool executor's: an output the model saw truncated is
-            truncated the same way.
-    """
-
-    def __init__(self, turns: Sequence[Sequence[Any]] = (), max_result_chars: int = 4000
-                 ) -> None:
-        self.max_result_chars = max_result_chars
-        self._turns = _turns_by_id(turns)
-        self._queue: deque[tuple[Mapping[str, Any], Mapping[str, Any]]] = deque()
-
-    def begin(self, turn_id: str) -> None:
-        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
-        self.load(_index_turn(self._turns.get(turn_id, ()))[1])
-
-    def load(self, calls: Iterable[tuple[Mapping[str, Any], Mapping[str, Any]]]) -> None:
-        """Answer from ``calls``: (``tool_call_started``, ``tool_call_finished``) events."""
-        self._queue = deque(calls)
-
-    async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
-                      emit: Any, caller: str = "anonymous", journal: Any = None
-                      ) -> list[dict[str, Any]]:
-        return [self._one(call_id, tool, arguments, emit) for call_id, tool, arguments in calls]
-
-    def _one(self, call_id: str, tool: str, arguments: dict[str, Any],
-             emit: Any) -> dict[str, Any]:
-        if not self._queue:
-            emit(ToolCallStarted, call_id=call_id, tool=tool, arguments=arguments)
-            return {"call_id": call_id, "tool_name": tool, "success": False,
-                    "error_code": "REPLAY_NO_RECORDED_CALL",
-                    "message": "the recording has no more tool calls", "retryable": False}
-        started, finished = self._queue.popleft()
-        emit(ToolCallStarted, **{**_payload(started, _STARTED_FIELDS), "call_id": call_id,
-                                 "tool": tool, "arguments": arguments})
-        emit(ToolCallFinished, **{**_payload(finished, _FINISHED_FIELDS), "call_id": call_id,
-                                  "tool": tool})
-        if finished["ok"]:
-            envelope = {"call_id": call_id, "tool_name": tool, "success": True,
-                        "output": finished.get("output")}
-            if finished.get("truncated"):  # the model saw a preview: show it the same one
-                truncate_for_model(envelope, self.max_result_chars)
-            return envelope
-        return {"call_id": call_id, "tool_name": tool, "success": False, **finished["error"]}
-
-
-class ReplayMemory:
-    """Long-term memory as the recording saw it: recalls and write outcomes, per turn.
-
-    A rerun must not depend on what a memory store holds today (other sessions of the
-    same user wrote to it since), so recall returns the recorded items and a commit
-    reports the recorded outcomes. Nothing is stored.
-
-    Args:
-        turns: recorded turns (raw or typed events); :meth:`begin` picks one by id. A
-            replayer instead :meth:`load`\\ s each turn's recall and writes as it goes.
-    """
-
-    def __init__(self, turns: Sequence[Sequence[Any]] = ()) -> None:
-        self._turns = _turns_by_id(turns)
-        self._turn = ""
-        self._recall: Mapping[str, Any] | None = None
-        self._writes: list[Mapping[str, Any]] = []
-
-    def begin(self, turn_id: str) -> None:
-        """Answer from the recorded turn ``turn_id`` (one given to the constructor)."""
-        _, _, recall, writes = _index_turn(self._turns.get(turn_id, ()))
-        self.load(turn_id, recall, writes)
-
-    def load(self, turn_id: str, recall: Mapping[str, Any] | None,
-             writes: list[Mapping[str, Any]]) -> None:
-        """Answer for turn ``turn_id`` with its ``memory_recalled`` event (or none) and its
-        ``memory_write`` events."""
-        self._turn, self._recall, self._writes = turn_id, recall, writes
-
-    async def recall(self, user_id: str, query: str, k: int = 5) -> list[Any]:
-        event = self._recall
-        if event is None:
-            return []
-        from datetime import datetime
-
-        from hermes_fsm.errors import MemoryStoreError
-        from hermes_fsm.memory import MemoryItem
-
-        if event.get("error"):
-            raise MemoryStoreError(event["error"])
-        items = []
-        for item in event.get("items", ()):
-            created = datetime.fromisoformat(item["created_at"])
-            items.append(MemoryItem(
-                user_id=user_id, key=item["key"], value=item["value"], memory_type="fact",
-                confidence=item.get("confidence", 0.0), status="active", created_at=created,
-                updated_at=created, evidence="", turn_id="", item_id=item.get("item_id", ""),
-                score=item.get("score")))
-        return items
-
-    async def apply(self, user_id: str, turn_id: str, updates: Sequence[Any], now: Any,
-                    **context: Any) -> list[Any]:
-        from hermes_fsm.memory import WriteOutcome
-
-        if turn_id != self._turn:
-            return []
-        return [WriteOutcome(e["key"], e["update_type"], e["status"], e.get("detail", ""))
-                for e in self._writes]
-
-    async def forget(self, user_id: str) -> int:
-        return 0
-
-
-_EVENT_CLASSES: dict[str, Any] = {cls.model_fields["kind"].default: cls
-                                  for cls in get_args(get_args(Event)[0])}
-_BASE_FIELDS = frozenset({"session_id", "turn_id", "seq", "at", "kind"})
-_STARTED_FIELDS = frozenset(ToolCallStarted.model_fields) - _BASE_FIELDS
-_FINISHED_FIELDS = frozenset(ToolCallFinished.model_fields) - _BASE_FIELDS
-
-
-def _event_class(kind: str) -> Any:
-    return _EVENT_CLASSES[kind]
-
-
-def _payload(event: Mapping[str, Any], fields: frozenset[str]) -> dict[str, Any]:
-    """A recorded event's own fields (not its ids, time or kind) that today's event has."""
-    return {k: v for k, v in event.items() if k in fields}
-
-
-def _normal(data: Mapping[str, Any]) -> dict[str, Any]:
-    """An event's fields without the volatile ones (times, ids, costs)."""
-    return {k: v for k, v in data.items() if k not in _VOLATILE}
-
-
-_Comparison = tuple[Callable[[Mapping[str, Any]], Any], dict[str, Any], frozenset[str]]
-_COMPARED: dict[str, _Comparison] = {}
-
-
-def _comparison(kind: str) -> _Comparison | None:
-    """For events of ``kind``: a getter of the fields a rerun compares (all but the
-    volatile ones), the event's defaults, and its field names; ``None`` for no such kind."""
-    found = _COMPARED.get(kind)
-    if found is None:
-        cls = _EVENT_CLASSES.get(kind)
-        if cls is None:
-            return None
-        fields = [n for n in cls.model_fields if n not in _VOLATILE]
-        defaults = dict(event_data(cls, {}))
-        found = _COMPARED[kind] = (itemgetter(*fields), defaults, frozenset(defaults))
-    return found
-
-
-def _recorded(event: Mapping[str, Any]) -> dict[str, Any]:
-    """A recorded event as its typed event's fields: defaults filled (for an event recorded
-    before a field with a default was added), unknown fields left out."""
-    comparison = _comparison(event["kind"])
-    if comparison is None:
-        return dict(event)
-    _, defaults, names = comparison
-    data = defaults.copy()
-    data.update((k, v) for k, v in event.items() if k in names)
-    return data
-
-
-def _reason(expected: Mapping[str, Any] | None, actual: Mapping[str, Any] | None) -> str:
-    if actual is None:
-        return "the rerun turn ended early"
-    if expected is None:
-        return "the rerun turn went on past the recorded end"
-    ek, ak = expected.get("kind"), actual.get("kind")
-    if ek == ak == "state_exited":
-        return (f"a different transition out of {expected.get('state')}: recorded "
-                f"{expected.get('trigger')} → {expected.get('dest')}, now "
-                f"{actual.get('trigger')} → {actual.get('dest')}")
-    if ek == ak == "state_entered":
-        return (f"a different transition: recorded {expected.get('trigger')} → "
-                f"{expected.get('state')}, now {actual.get('trigger')} → {actual.get('state')}")
-    if ek == ak == "tool_call_started":
-        if expected.get("tool") != actual.get("tool"):
-            return (f"a different tool call: recorded {expected.get('tool')}, "
-                    f"now {actual.get('tool')}")
-        return f"different arguments for {actual.get('tool')}"
-    if ek == "state_output" and ak == "contract_violation":
-        return (f"the recorded output of {expected.get('state')} no longer validates "
-                f"against {actual.get('contract')}")
-    if ek == ak == "state_output":
-        return f"a different output of {expected.get('state')}"
-    return f"a different event: recorded {ek}, now {ak}"
-
-
-def _first_divergence(source: str, recorded: Sequence[Any],
-                      actual: Sequence[Any]) -> Divergence | None:
-    """The first event where a rerun turn differs from its recording, on every field but
-    the volatile ones; ``None`` when they agree. Events are compared as field dicts (the
-    recording's raw JSON, the rerun's event data): no event object is built."""
-    actual_data = getattr(actual, "_data", None)  # an EventList: compare its field dicts
-    if actual_data is None:
-        actual_data = [_fields(e) for e in actual]
-    if recorded and type(recorded[0]) is not dict:
-        recorded = [_fields(e) for e in recorded]
-    skip = _NOT_COMPARED
-    rec_events = [e for e in recorded if e["kind"] not in skip]
-    act_events = [d for d in actual_data if d["kind"] not in skip]
-    compared = _COMPARED
-    for rec, act in zip(rec_events, act_events, strict=False):
-        kind = act["kind"]
-        if rec["kind"] == kind:
-            comparison = compared.get(kind) or _comparison(kind)
-            if comparison is not None:
-                get = comparison[0]
-                try:
-                    if get(rec) == get(act):
-                        continue
-                except KeyError:  # recorded before a field was added: compare its default
-                    if get(_recorded(rec)) == get(act):
-                        continue
-        return _divergence(source, rec_events, rec, act)
-    if len(rec_events) == len(act_events):
-        return None
-    if len(rec_events) > len(act_events):
-        return _divergence(source, rec_events, rec_events[len(act_events)], None)
-    return _divergence(source, rec_events, None, act_events[len(rec_events)])
-
-
-def _divergence(source: str, recorded: Sequence[Mapping[str, Any]],
-                rec: Mapping[str, Any] | None, act: Mapping[str, Any] | None) -> Divergence:
-    """The divergence at ``rec`` (the recorded event, ``None`` past the recorded end) and
-    ``act`` (the rerun's, ``None`` past the rerun's end), with a readable diff."""
-    exp = _normal(_recorded(rec)) if rec is not None else None
-    now = _normal(act) if act is not None else None
-    seq = rec["seq"] if rec is not None else recorded[-1]["seq"] + 1
-    diff = "\n".join(difflib.unified_diff(
-        _pretty(exp), _pretty(now), fromfile=f"recorded seq {seq}", tofile="rerun",
-        lineterm=""))
-    return Divergence(source, recorded[0]["turn_id"], seq, _reason(exp, now), exp, now, diff)
-
-
-def _tool_ref(find_tool: Any, name: str) -> str:
+def _tool_ref(find_tool: Callable[[str], Tool | None], name: str) -> str:
     """``name@version`` of today's tool ``name`` (its name alone when it has no contract)."""
-    tool = find_tool(name) if find_tool is not None else None
-    contract = getattr(tool, "contract", None)
+    tool = find_tool(name)
+    contract = tool.contract if tool is not None else None
     return f"{name}@{contract.version}" if contract is not None else name
-
-
-def _pretty(data: Mapping[str, Any] | None) -> list[str]:
-    if data is None:
-        return ["(no event)"]
-    return json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False,
-                      default=str).splitlines()
 
 
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:

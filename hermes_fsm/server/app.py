@@ -24,7 +24,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Protocol
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -33,10 +33,21 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
 
+from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.turn import Services
 from hermes_fsm.errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
-from hermes_fsm.events.sinks import event_json
-from hermes_fsm.server.health import readiness
-from hermes_fsm.server.hub import RunningTurn, Subscription, TurnHub, read_events
+from hermes_fsm.events.recording import RecordingSource, recording_text
+from hermes_fsm.events.sinks import SinkHost, event_json
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.server.health import ReadinessSource, readiness
+from hermes_fsm.server.hub import (
+    EventLogs,
+    RunningTurn,
+    Subscription,
+    TurnHub,
+    TurnRunner,
+    read_events,
+)
 from hermes_fsm.server.openapi import openapi_document
 from hermes_fsm.server.wire import (
     SESSION_ID,
@@ -51,7 +62,7 @@ from hermes_fsm.server.wire import (
 )
 from hermes_fsm.viz.render import render_graph
 
-__all__ = ["create_app"]
+__all__ = ["ServedOrchestrator", "create_app"]
 
 _GRAPH_TYPES = {"mermaid": "text/plain; charset=utf-8", "dot": "text/vnd.graphviz; charset=utf-8",
                 "svg": "image/svg+xml", "html": "text/html; charset=utf-8"}
@@ -59,7 +70,21 @@ _KEEPALIVE_S = 15.0
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
-def create_app(orchestrator: Any, *, tokens: Mapping[str, str] | None = None,
+class ServedOrchestrator(EventLogs, TurnRunner, ReadinessSource, RecordingSource, SinkHost,
+                         Protocol):
+    """What the app uses of an orchestrator (an :class:`~hermes_fsm.Orchestrator` is one):
+    turns and sessions, the graph, readiness, recordings, a sink for live streams, and
+    its lifecycle when ``manage_lifecycle`` is on."""
+
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def services(self) -> Services: ...
+    async def start(self) -> object: ...
+    async def aclose(self) -> None: ...
+
+
+def create_app(orchestrator: ServedOrchestrator, *, tokens: Mapping[str, str] | None = None,
                manage_lifecycle: bool = True, drain_timeout_s: float = 30.0) -> Starlette:
     """An ASGI app serving ``orchestrator``.
 
@@ -76,7 +101,7 @@ def create_app(orchestrator: Any, *, tokens: Mapping[str, str] | None = None,
         A Starlette app; ``app.state.hub`` is its :class:`TurnHub`.
     """
     hub = TurnHub(orchestrator)
-    orchestrator.services.sinks = (*orchestrator.services.sinks, hub)
+    orchestrator.add_sink(hub)
     api = _Api(orchestrator, hub, dict(tokens or {}))
 
     @asynccontextmanager
@@ -159,7 +184,8 @@ def _route_path(scope: Scope) -> str:
 class _Api:
     """The endpoints, sharing the orchestrator, the hub and the token table."""
 
-    def __init__(self, orchestrator: Any, hub: TurnHub, tokens: dict[str, str]) -> None:
+    def __init__(self, orchestrator: ServedOrchestrator, hub: TurnHub,
+                 tokens: dict[str, str]) -> None:
         self.orchestrator = orchestrator
         self.hub = hub
         self.tokens = tokens
@@ -222,7 +248,7 @@ class _Api:
         return self._owned(session, user)
 
     @staticmethod
-    def _owned(session: Any, user: str | None) -> Response | None:
+    def _owned(session: Session, user: str | None) -> Response | None:
         if user is not None and session.user_id != user:
             return error_response(403, "forbidden",
                                   f"session {session.session_id!r} belongs to another user; "
@@ -339,8 +365,6 @@ class _Api:
         refused = self._existing(session_id, user)
         if refused is not None:
             return refused
-        from hermes_fsm.events.recording import recording_text
-
         return Response(recording_text(self.orchestrator, session_id),
                         media_type="application/x-ndjson")
 

@@ -7,15 +7,36 @@ as the OpenAI-compatible brain does), and memory (a bounded recall for a probe u
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
-__all__ = ["readiness"]
+from hermes_fsm.brain.protocol import Brain
+from hermes_fsm.memory import Memory
+from hermes_fsm.tools.mcp.servers import MCPServers
+
+__all__ = ["ReadinessSource", "readiness"]
 
 PROBE_USER = "hermes-readyz-probe"
 """The user id memory is probed with (it owns no data)."""
 
 
-async def readiness(orchestrator: Any, timeout_s: float = 5.0) -> tuple[bool, dict[str, Any]]:
+class _Backends(Protocol):
+    @property
+    def brain(self) -> Brain: ...
+    @property
+    def memory(self) -> Memory: ...
+
+
+class ReadinessSource(Protocol):
+    """What readiness checks of an orchestrator (one is): its MCP servers, brain, memory."""
+
+    @property
+    def mcp(self) -> MCPServers | None: ...
+    @property
+    def services(self) -> _Backends: ...
+
+
+async def readiness(orchestrator: ReadinessSource,
+                    timeout_s: float = 5.0) -> tuple[bool, dict[str, Any]]:
     """``(ready, checks)``: each check is ``{"ready": bool, ...details}``."""
     checks: dict[str, Any] = {}
     mcp = orchestrator.mcp
@@ -36,7 +57,7 @@ async def readiness(orchestrator: Any, timeout_s: float = 5.0) -> tuple[bool, di
     return all(c["ready"] for c in checks.values()), checks
 
 
-async def _probe_memory(memory: Any) -> dict[str, Any]:
+async def _probe_memory(memory: Memory) -> dict[str, Any]:
     await memory.recall(PROBE_USER, "readiness probe")
     return {"ready": True}
 

@@ -19,13 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import logging
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
+from hermes_fsm.engine.session import Session
 from hermes_fsm.engine.turn import TurnResult
 from hermes_fsm.errors import HermesError
 from hermes_fsm.events.model import Event, EventList
 
-__all__ = ["RunningTurn", "Subscription", "TurnHub", "read_events"]
+__all__ = ["EventLogs", "RunningTurn", "Subscription", "TurnHub", "TurnRunner", "read_events"]
 
 log = logging.getLogger("hermes_fsm.server")
 
@@ -33,7 +35,20 @@ _CURRENT: contextvars.ContextVar[RunningTurn | None] = contextvars.ContextVar(
     "hermes_fsm_running_turn", default=None)
 
 
-def read_events(orchestrator: Any, session_id: str, after: int) -> list[Event] | None:
+class EventLogs(Protocol):
+    """Where the server reads sessions' event logs (an orchestrator is one)."""
+
+    def sessions(self) -> Mapping[str, Session]: ...
+
+
+class TurnRunner(Protocol):
+    """What the hub runs turns on (an orchestrator is one)."""
+
+    async def run_turn(self, session_id: str | None, text: str,
+                       user_id: str = ...) -> TurnResult: ...
+
+
+def read_events(orchestrator: EventLogs, session_id: str, after: int) -> list[Event] | None:
     """The recorded events of a session with ``seq > after``; ``None`` for an unknown session.
 
     The one read path of the server into the session log (swap it for a durable store here).
@@ -181,7 +196,7 @@ class TurnHub:
     session id to the turn running on it, from the turn's first event to its end.
     """
 
-    def __init__(self, orchestrator: Any) -> None:
+    def __init__(self, orchestrator: TurnRunner) -> None:
         self.orchestrator = orchestrator
         self.running: dict[str, RunningTurn] = {}
         self._tasks: set[asyncio.Task[TurnResult]] = set()

@@ -9,6 +9,8 @@ All implement :class:`SessionStore`; one conformance suite runs against all thre
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hermes_fsm.store.memory import InMemoryStore
 from hermes_fsm.store.protocol import (
     Append,
@@ -19,6 +21,9 @@ from hermes_fsm.store.protocol import (
     SessionStore,
 )
 from hermes_fsm.store.sqlite import SQLiteStore
+
+if TYPE_CHECKING:  # imported on first use (psycopg is an extra); typed for checkers
+    from hermes_fsm.store.postgres import PostgresStore
 
 __all__ = ["Append", "Checkpoint", "Effect", "InMemoryStore", "Message", "PostgresStore",
            "SQLiteStore", "SessionRecord", "SessionStore"]

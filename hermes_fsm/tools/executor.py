@@ -21,7 +21,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic_core import to_json
 
@@ -34,10 +34,19 @@ from hermes_fsm.events.model import (
 )
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["Emit", "ToolExecutor"]
+__all__ = ["Emit", "ToolExecutor", "ToolRunner"]
 
 Emit = Callable[..., Any]
 """``emit(EventClass, **fields)``: how the executor reports calls (TurnContext.emit)."""
+
+
+class ToolRunner(Protocol):
+    """Runs a plan's calls and returns one result envelope each, in order: what the engine
+    needs of an executor (:class:`ToolExecutor` is one; replay's answers from a recording)."""
+
+    async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
+                      emit: Emit, caller: str = ...,
+                      journal: Any = None) -> list[dict[str, Any]]: ...
 
 _PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
                               "CIRCUIT_OPEN"})

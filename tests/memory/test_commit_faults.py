@@ -6,11 +6,13 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
 from hermes_fsm.contracts.states import MemoryUpdate
 from hermes_fsm.errors import MemoryStoreError
+from hermes_fsm.events.sinks import ListSink
 from hermes_fsm.memory import BackgroundCommits, HashingEmbedder, InProcessMemory
 from hermes_fsm.memory.experience import Experience
 from hermes_fsm.testing import ScriptedBrain
@@ -31,7 +33,7 @@ async def test_a_postgres_connection_dropped_mid_commit_writes_nothing_then_retr
 
     log = PostgresExperienceLog(PG_URL, schema=f"hermes_test_{uuid.uuid4().hex[:10]}",
                                 embedder=HashingEmbedder(64))
-    dropped = []
+    dropped: list[Any] = []
 
     async def drop_connection(conn):  # the rows are inserted; kill the backend before COMMIT
         if not dropped:
@@ -93,7 +95,7 @@ async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_s
         real_eval = client.eval
 
         async def eval_after_kill(*args):  # the connection dies as the script is sent
-            await admin.client_kill_filter(_id=my_id)
+            await admin.client_kill_filter(_id=str(my_id))
             return await real_eval(*args)
 
         client.eval = eval_after_kill  # type: ignore[method-assign]
@@ -138,7 +140,7 @@ async def test_a_redis_connection_dropped_before_a_batch_reaches_redis_writes_no
                     await admin.client_kill_filter(_id=known["id"])
             return await real_execute(*a, **k)
 
-        pipe.execute = execute
+        pipe.execute = execute  # type: ignore[method-assign]
         return pipe
 
     try:
@@ -183,6 +185,8 @@ async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_backgrou
     memory = FlakyMemory(failures=1)
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[COMMIT]))
     orchestrator = make_orchestrator(brain=brain, memory=memory)
+    sink = ListSink()
+    orchestrator.add_sink(sink)
     result = await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
     assert result.status == "completed"
     (failed,) = [e for e in result.events if e.kind == "memory_commit_failed"]
@@ -191,6 +195,7 @@ async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_backgrou
     assert [i.value for i in await memory.items("u1")] == ["email"]
     late = orchestrator.session("s1", "u1").events[-1]
     assert (late.kind, late.status) == ("memory_write", "applied")
+    assert sink.events[-1] == late  # the sinks get the late event too
 
 
 async def test_a_commit_failing_every_retry_is_recorded_as_a_final_event(make_orchestrator):

@@ -9,6 +9,7 @@ import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -188,7 +189,7 @@ def rows(path: str) -> list[tuple[str, bytes]]:
         return db.execute("SELECT id, point FROM points ORDER BY rowid").fetchall()
 
 
-def memory_of(store: QdrantSemanticStore) -> dict:
+def memory_of(store: QdrantSemanticStore) -> dict[str, Any]:
     collection = store._client._client.collections[store.collection]
     n = len(collection.payload)
     return {"ids": dict(collection.ids), "ids_inv": list(collection.ids_inv),
@@ -204,9 +205,14 @@ async def test_the_batched_path_stores_and_holds_exactly_what_the_public_api_doe
     with monkeypatch.context() as patched:
         public_api_only(patched)
         public = await scenario(str(tmp_path / "public"))
-    stored, store_rows = [], DirectWriter.store
-    monkeypatch.setattr(DirectWriter, "store",
-                        lambda self, prepared: stored.append(1) or store_rows(self, prepared))
+    stored: list[int] = []
+    store_rows = DirectWriter.store
+
+    def counted(self: DirectWriter, prepared: Any) -> Any:
+        stored.append(1)
+        return store_rows(self, prepared)
+
+    monkeypatch.setattr(DirectWriter, "store", counted)
     direct = await scenario(str(tmp_path / "direct"))
     assert len(stored) == 6  # every write but forget's went the batched way
     try:
@@ -234,10 +240,12 @@ async def test_a_store_written_by_the_batched_path_reads_back_with_a_plain_clien
         plain.close()
     assert {str(p.id) for p in points} == set(expected)
     for p in points:
+        assert p.payload is not None
         assert MemoryItem.from_payload(p.payload) == expected[str(p.id)]
         item = expected[str(p.id)]
         want = np.asarray(EMBED.embed([str(item.value)])[0], dtype=np.float32)
-        assert np.allclose(p.vector, want / np.linalg.norm(want), atol=1e-6)
+        vector: Any = p.vector  # one unnamed vector per point
+        assert np.allclose(vector, want / np.linalg.norm(want), atol=1e-6)
 
 
 async def test_a_batched_write_failing_half_way_stores_nothing_and_a_retry_stores_all(store):

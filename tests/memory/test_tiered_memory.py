@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
@@ -15,7 +16,7 @@ from hermes_fsm.memory.experience import Experience
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 
-def update(key: str, value: object, kind: str = "create", memory_type: str = "preference"):
+def update(key: str, value: object, kind: Any = "create", memory_type: Any = "preference"):
     return MemoryUpdate(key=key, update_type=kind, value=value, memory_type=memory_type,
                         evidence="user_message")
 
@@ -182,6 +183,8 @@ async def test_a_commit_failing_on_its_own_does_not_fail_the_others_of_its_batch
         return await real_active(user_id, key, domain)
 
     memory.semantic.active = active
+    good: Any
+    bad: Any
     good, bad = await asyncio.gather(
         apply(memory, "u1", "t1", [update("profile.city", "Berlin")]),
         apply(memory, "bad", "t2", [update("profile.city", "Rome")], session="s2"),

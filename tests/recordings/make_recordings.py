@@ -24,13 +24,15 @@ from pydantic import Field
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
-from hermes_fsm import Contract, ContractRegistry, FixedClock, Orchestrator, SequentialIds  # noqa: E402
+from hermes_fsm import Contract, Orchestrator  # noqa: E402
 from hermes_fsm.config.settings import HermesConfig  # noqa: E402
+from hermes_fsm.contracts import ContractRegistry  # noqa: E402
 from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent  # noqa: E402
 from hermes_fsm.errors import RetryableError  # noqa: E402
 from hermes_fsm.events.recording import recording_text  # noqa: E402
 from hermes_fsm.graph.loader import default_graph_path, parse_graph  # noqa: E402
 from hermes_fsm.memory import InProcessMemory  # noqa: E402
+from hermes_fsm.sources import FixedClock, SequentialIds  # noqa: E402
 from hermes_fsm.testing import ScriptedBrain  # noqa: E402
 
 

@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 from pydantic_core import to_json
 
-from hermes_fsm import UsageError
-from hermes_fsm.errors import StaleWriter
+from hermes_fsm.errors import StaleWriter, UsageError
 from hermes_fsm.store import Append, Checkpoint, Message
 from tests.memory.conftest import need
 from tests.store.conftest import PG_URL, dispose_store
@@ -52,6 +51,8 @@ async def test_a_fenced_append_in_a_group_commit_fails_alone(store):
     a = await store.claim("a", "u1", "IDLE")
     b = await store.claim("b", "u1", "IDLE")
     await store.claim("b", "u1", "IDLE")  # another process took b over
+    ok: Any
+    stale: Any
     ok, stale = await asyncio.gather(
         store.append(Append("a", a.epoch, 0, "INTENT", step("a", 1, 2))),
         store.append(Append("b", b.epoch, 0, "INTENT", step("b", 1, 2))),
