@@ -66,7 +66,8 @@ def test_a_trigger_without_a_transition_from_the_state_raises() -> None:
 
 def test_importing_and_running_changes_no_logger_the_application_configured() -> None:
     """The application's logging setup is its own: nothing in the package (at import or
-    during a turn) changes a logger's level, handlers, propagation or enabled state."""
+    during a turn) changes a logger's level, handlers, propagation or enabled state. And
+    nothing imports ``transitions`` (only a benchmark's peer now)."""
     script = textwrap.dedent("""
         import asyncio, importlib, logging, pkgutil
         names = ["", "transitions", "hermes_fsm", "mcp", "httpx", "uvicorn", "asyncio"]
@@ -90,6 +91,8 @@ def test_importing_and_running_changes_no_logger_the_application_configured() ->
         assert result.status == "completed", result.status
         after = snapshot()
         assert after == before, (before, after)
+        import sys
+        assert "transitions" not in sys.modules, "transitions is not a dependency any more"
         print("ok")
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
