@@ -15,11 +15,13 @@ same table (see :class:`~hermes_fsm.graph.model.Graph`).
 
 Why not fire through ``transitions``' public API (``Event.trigger`` with the guard, the
 conditions and the limit as its conditions, the turn's bookkeeping as a ``before``
-callback)? Measured on the bench's seven-state turn (``bench/engine_overhead.py``, the
-"machine" line): ~0.6 µs per transition here against ~13 µs through ``Event.trigger``
-(~90 calls per transition: event data, state lookups, enter/exit callback lists, a dozen
-log-level checks), which made the engine's whole turn ~1.9× as expensive. Adding sessions
-as models (``add_model``) costs more still, and grows with the number of live sessions.
+callback)? Measured on the bench's seven-state turn (``bench/engine_overhead.py`` runs
+both, ``hermes-fsm`` and ``hermes-fsm, transitions firing``): ~0.4 µs a transition through
+this table, ~14 µs more through ``Event.trigger`` (~90 calls a transition: event data,
+state lookups, enter/exit callback lists, a dozen log-level checks), which made the
+engine's whole turn 1.7–1.9× as expensive and 1,000 concurrent turns 1.7× as long.
+Adding sessions as models (``add_model``) costs more still, and grows with the number of
+live sessions.
 The table does what the engine needs and nothing else, and leaves every logger alone.
 """
 
