@@ -321,6 +321,81 @@ def concurrent_hermes(sessions: int) -> float:
 
 # >>> END OF HERMES-FSM SLOT <<<
 
+
+# --- hermes-fsm with its transitions fired through `transitions` (for comparison) ---------
+# The same orchestrator and graph; only `orchestrator.machine` differs: a transitions
+# `Machine` built from the graph through its public API (the contract guard, the graph's
+# conditions and the per-turn limit as transition conditions, the turn's bookkeeping as a
+# `before` callback; transitions sets `session.state`), fired with `Event.trigger(session,
+# turn)`, what a model's trigger method calls (no `add_model`). hermes-fsm itself fires its
+# own table (hermes_fsm/graph/machine.py); the difference per transition is printed below
+# the table (7 transitions a turn).
+
+
+class _TransitionsFiring:
+    """`GraphMachine.fire` through transitions' public `Machine`/`Event.trigger`."""
+
+    def __init__(self, graph: Any) -> None:
+        from transitions import Machine
+
+        self.machine = Machine(model=None, states=list(graph.states), initial=graph.initial,
+                               auto_transitions=False, send_event=False,
+                               ignore_invalid_triggers=False, name=f"{graph.name}: ")
+        for t in graph.transitions:
+            self._add(t.trigger, t.source, t.dest, [c.check for c in t.conditions],
+                      [c.check for c in t.unless], t.limit)
+        for spec in graph.states.values():
+            if spec.working:
+                self._add("retry", spec.name, spec.name)
+                if spec.on_failure:
+                    self._add("fail", spec.name, spec.on_failure)
+        for state in graph.states:
+            self._add("abort", state, graph.initial)
+        self.events = self.machine.events
+
+    def _add(self, trigger: str, source: str, dest: str, conditions: Any = (),
+             unless: Any = (), limit: int | None = None) -> None:
+        key = (source, dest)
+        checks = [lambda turn: turn.output_state == source] if trigger == "done" else []
+        checks.extend(conditions)
+        if limit is not None:
+            checks.append(lambda turn: turn.taken.get(key, 0) < limit)
+        self.machine.add_transition(
+            trigger, source, dest, conditions=checks or None, unless=list(unless) or None,
+            before=lambda turn: turn.on_transition(source, dest, trigger, key))
+
+    def fire(self, trigger: str, session: Any, turn: Any) -> bool:
+        return bool(self.events[trigger].trigger(session, turn))
+
+
+def _hermes_transitions_orchestrator():
+    orchestrator = _hermes_orchestrator()
+    orchestrator.machine = _TransitionsFiring(orchestrator.graph)
+    return orchestrator
+
+
+def version_hermes_tr() -> str:
+    return version_hermes() + ", transitions " + _dist_version("transitions")
+
+
+def run_hermes_tr(turns: int) -> float:
+    orchestrator = _hermes_transitions_orchestrator()
+    sessions = [orchestrator.session(f"s{i}").session_id for i in range(SESSIONS)]
+    return asyncio.run(_drive_sequential(sessions, turns, _hermes_turn(orchestrator)))
+
+
+def create_hermes_tr(n: int) -> float:
+    orchestrator = _hermes_transitions_orchestrator()
+    us, _ = _time_creation(n, orchestrator.session)
+    return us
+
+
+def concurrent_hermes_tr(sessions: int) -> float:
+    orchestrator = _hermes_transitions_orchestrator()
+    ids = [f"c{i}" for i in range(sessions)]
+    return asyncio.run(_drive_concurrent(ids, _hermes_turn(orchestrator)))
+
+
 # ============================================================================
 # Peer 1: hand-written asyncio loop (the floor)
 # ============================================================================
@@ -619,6 +694,10 @@ PEERS = [
     Peer(
         "hermes", "hermes-fsm (ours)", run_hermes, create_hermes, concurrent_hermes, version_hermes
     ),
+    Peer(
+        "hermes_tr", "hermes-fsm, transitions firing", run_hermes_tr, create_hermes_tr,
+        concurrent_hermes_tr, version_hermes_tr,
+    ),
     Peer("hand", "hand-written asyncio loop", run_hand, create_hand, concurrent_hand, version_hand),
     Peer(
         "transitions",
@@ -670,6 +749,10 @@ def verify(peer: Peer, turns: int = 10, concurrent_sessions: int = 20) -> None:
 
 
 STATIC_NOTES = [
+    "hermes-fsm, transitions firing: the same orchestrator and graph with `orchestrator.machine` "
+    "replaced by a transitions Machine built through its public API (guard, conditions and "
+    "limit as conditions, the turn's bookkeeping as a `before` callback) and fired with "
+    "`Event.trigger(session, turn)`; hermes-fsm fires its own table (graph/machine.py).",
     "create: hand = Session object; transitions = Session + add_model on one shared machine; "
     "langgraph = config dict with a thread_id (its checkpoint is created lazily by the first "
     "turn, inside the turn figures); burr = ApplicationBuilder().with_graph(prebuilt)"
@@ -823,6 +906,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{_fmt_ratio(r['create_us'] / ref['create_us']):>8} | {r['conc_ms']:>10,.0f} | "
             f"{_fmt_ratio(r['conc_ms'] / ref['conc_ms']):>7} |"
         )
+    if "hermes" in results and "hermes_tr" in results:
+        per = (results["hermes_tr"]["us_turn"] - results["hermes"]["us_turn"]) / 7
+        print(f"\nfiring a transition through transitions' Event.trigger instead of hermes-fsm's "
+              f"own table: {per:+.1f} µs (7 a turn; "
+              f"{results['hermes_tr']['us_turn'] / results['hermes']['us_turn'] - 1:+.0%} a turn)")
     print()
     print("notes:")
     for n in [*STATIC_NOTES, *NOTES]:

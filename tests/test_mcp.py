@@ -18,16 +18,20 @@ import sys
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 import yaml
+from mcp import MCPError
+from mcp.types import HEADER_MISMATCH
 
 from hermes_fsm import Orchestrator
 from hermes_fsm.cli.main import main
 from hermes_fsm.config.settings import HermesConfig, MCPServerConfig
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.tools import Fallback, default_tool_contract_dir, load_tool_contract
+from hermes_fsm.errors import ToolCallFailed
 from hermes_fsm.events.model import ToolCallFinished, ToolCallProgress
 from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.connection import MCPConnection
@@ -424,3 +428,77 @@ async def test_an_mcp_output_breaking_its_contract_is_replaced_by_its_fallback_t
     assert envelope["success"]
     assert envelope["output"] == {"query": "A1001", "events": []}
     assert envelope["tool_name"] == "liar.calendar_query"
+
+
+# --- the tools/call path on a stand-in client (no server) ---------------------------------
+
+
+class FakeSession:
+    """Answers ``send_request`` from a script (an exception is raised, a dict is parsed)."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.sent: list[str] = []
+
+    async def send_request(self, request: Any, result_type: Any, **options: Any) -> Any:
+        self.sent.append(request.params.name)
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return result_type.validate_python(answer)
+
+
+class FakeClient:
+    def __init__(self, session: FakeSession) -> None:
+        self.session = session
+        self.listed = 0
+
+    async def list_tools(self, cursor: Any = None, cache_mode: str = "use") -> Any:
+        self.listed += 1
+        return SimpleNamespace(tools=[], next_cursor=None)
+
+
+def on_fake(*answers: Any) -> tuple[MCPConnection, FakeClient]:
+    connection = MCPConnection("fake", calendar(), ToolRegistry())
+    client = FakeClient(FakeSession(*answers))
+    connection._client, connection.status = client, "ready"
+    return connection, client
+
+
+async def test_a_header_mismatch_relists_and_sends_once_more_then_rechecks_the_pins() -> None:
+    connection, client = on_fake(MCPError(HEADER_MISMATCH, "Mcp-Param-City differs"),
+                                 {"content": [{"type": "text", "text": "sunny"}]})
+
+    assert await connection.call("weather", {"city": "Oslo"}) == "sunny"
+    assert client.session.sent == ["weather", "weather"]
+    assert client.listed == 1
+    assert connection._refresh_wanted  # the serve loop re-lists and checks the pins
+
+
+async def test_a_second_header_mismatch_is_an_mcp_error() -> None:
+    connection, _ = on_fake(MCPError(HEADER_MISMATCH, "differs"),
+                            MCPError(HEADER_MISMATCH, "still differs"))
+
+    with pytest.raises(ToolCallFailed) as failed:
+        await connection.call("weather", {"city": "Oslo"})
+    assert (failed.value.code, failed.value.retryable) == ("MCP_ERROR", False)
+
+
+async def test_a_request_for_input_during_a_call_is_an_mcp_error() -> None:
+    connection, _ = on_fake({"resultType": "input_required", "requestState": "s1"})
+
+    with pytest.raises(ToolCallFailed, match="asked for input") as failed:
+        await connection.call("book", {})
+    assert failed.value.code == "MCP_ERROR"
+
+
+async def test_a_header_mismatch_without_a_new_listing_is_an_mcp_error() -> None:
+    connection, client = on_fake(MCPError(HEADER_MISMATCH, "differs"))
+
+    async def unlisted(cursor: Any = None, cache_mode: str = "use") -> Any:
+        raise MCPError(-32603, "internal error")
+
+    client.list_tools = unlisted  # type: ignore[method-assign]
+    with pytest.raises(ToolCallFailed, match="differs") as failed:
+        await connection.call("weather", {"city": "Oslo"})
+    assert failed.value.code == "MCP_ERROR"

@@ -5,6 +5,14 @@ by ``kind``. The same stream serves as log, recording, live stream and graph ove
 ``seq`` numbers a session's events contiguously from 1; ``at`` comes from the
 orchestrator's injectable clock.
 
+Two forms of one event: its *field dict* (every field of the model, defaults filled, in
+declared order, ``kind`` included: :func:`event_data`) and its *object*. The field dict
+is the data model of the hot path: a turn emits field dicts into an :class:`EventList`,
+the session log, durable stores and data sinks (:mod:`hermes_fsm.events.sinks`) take
+them as they are, and objects are built from them only when someone reads them
+(:func:`make_event`, through pydantic's public API, not validated again). The JSON of a
+field dict is the model's JSON, byte for byte.
+
 >>> from datetime import UTC, datetime
 >>> ev = TurnStarted(session_id="s1", turn_id="t1", seq=1,
 ...                  at=datetime(2026, 1, 1, tzinfo=UTC), user_id="u1", text="hi")
@@ -352,10 +360,11 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 """Parses a JSON array of events (a turn's batch in the session log)."""
 
-_new = object.__new__
-_set = object.__setattr__
 _TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
 """Per event class: its field values with defaults (in order), its field names, how many."""
+_PROTOTYPES: dict[type[BaseModel], BaseModel] = {}
+"""Per event class: an event of it (defaults, ``None`` for the rest) that :func:`make_event`
+copies."""
 
 
 def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
@@ -380,18 +389,22 @@ def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def make_event(kind: type[_Event], data: dict[str, Any]) -> Any:
-    """An event object over ``data`` (from :func:`event_data`), without re-validating it.
+    """An event object with the field values ``data`` (every field, as :func:`event_data`
+    gives them), not validated again.
 
-    Pydantic validation of ~20 events per turn would cost more than the rest of the engine;
-    the fields come from our own code, not from outside, and the test suite checks that
-    every event a turn emits validates against its model (``EVENT_ADAPTER``).
+    Built through pydantic's public API for trusted data: ``model_copy(update=data)`` of a
+    prototype of the class (made once with ``model_construct``); both document that the
+    values are not validated. Validating would copy containers and could coerce values
+    (an ``int`` into a ``float`` field), so the object would no longer match the field dict
+    the session log and data sinks have; the fields come from our own code, and the test
+    suite checks that every event a turn emits validates against its model
+    (``EVENT_ADAPTER``). A copy costs ~2–3 µs (``model_construct`` itself: ~4–7 µs), which
+    is why a turn keeps field dicts and builds objects only for those who read them.
     """
-    event = _new(kind)
-    _set(event, "__dict__", data)
-    _set(event, "__pydantic_fields_set__", _TEMPLATES[kind][1])
-    _set(event, "__pydantic_extra__", None)
-    _set(event, "__pydantic_private__", None)
-    return event
+    prototype = _PROTOTYPES.get(kind)
+    if prototype is None:
+        prototype = _PROTOTYPES[kind] = kind.model_construct(**event_data(kind, {}))
+    return prototype.model_copy(update=data)
 
 
 class EventList(Sequence[Any]):

@@ -9,18 +9,27 @@ it is ready. When the server dies (a call sees the connection close, or the peri
 health check fails) it is restarted with exponential backoff; a call in flight gets a
 retryable ``SERVER_UNAVAILABLE`` error, never a hang. ``tools/list_changed`` refreshes
 the catalog. Resources and prompts are listed and readable.
+
+Only the SDK's public API is used: ``mcp.Client`` and its options for the connection,
+the session's ``send_request`` for ``tools/call`` (``Client.call_tool`` would check
+outputs itself; see :meth:`MCPConnection._send`), and an ``httpx2.AsyncClient`` of our own
+for streamable HTTP (the transport's documented ``http_client``), carrying the configured
+headers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import shutil
 import sys
 import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
+
+from pydantic import TypeAdapter
 
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.schema_diff import diff_schemas
@@ -38,12 +47,8 @@ Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
-
-
-async def _output_left_to_the_executor(name: str, result: Any) -> None:
-    """Stands in for ``ClientSession.validate_tool_result`` (see ``MCPConnection._run``)."""
-    return None
 _INVALID_PARAMS = -32602
+_HEADER_MISMATCH = -32020  # mcp.types.HEADER_MISMATCH (2026-07-28)
 _MCP_RETRY = RetryPolicy(max_attempts=2, backoff_s=0.1, multiplier=2.0, max_backoff_s=2.0,
                          jitter=0.2)
 
@@ -208,11 +213,6 @@ class MCPConnection:
             try:
                 async with asyncio.timeout(self.config.connect_timeout_s):
                     await stack.enter_async_context(client)
-                    # Outputs are checked by the executor against the tool's contract, so the
-                    # contract's violation policy (fail / log_only / fallback) applies to MCP
-                    # tools as to local ones; the client's own check would only ever fail.
-                    client.session.validate_tool_result = (  # type: ignore[method-assign]
-                        _output_left_to_the_executor)
                     self.protocol_version = client.protocol_version
                     info = client.server_info
                     self.server_name = info.name if info is not None else None
@@ -297,11 +297,9 @@ class MCPConnection:
         config = self.config
         if config.transport == "http":
             from mcp.client.streamable_http import streamable_http_client
-            from mcp.shared._httpx_utils import create_mcp_http_client
 
             assert config.url is not None
-            return streamable_http_client(
-                config.url, http_client=create_mcp_http_client(headers=dict(config.headers)))
+            return streamable_http_client(config.url, http_client=_http_client(config.headers))
         from mcp import StdioServerParameters
         from mcp.client.stdio import get_default_environment, stdio_client
 
@@ -407,7 +405,7 @@ class MCPConnection:
                 tool's output schema is returned as it is: the executor checks it against
                 the contract and applies the contract's violation policy.
         """
-        from mcp import MCPError
+        from mcp import MCPError, types
         from pydantic import ValidationError
 
         client = self._client
@@ -415,9 +413,24 @@ class MCPConnection:
             if not await self.wait_ready(timeout_s):
                 raise MCPServerError(self.availability() or f"MCP server {self.name!r} is down")
             client = self._client
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=tool, arguments=arguments))
         try:
-            result = await client.call_tool(tool, arguments, read_timeout_seconds=timeout_s,
-                                            progress_callback=progress)
+            try:
+                result = await self._send(client, request, timeout_s, progress)
+            except MCPError as exc:
+                if exc.error.code != _HEADER_MISMATCH:
+                    raise
+                # 2026-07-28: the server's input schema changed since the listing (whose
+                # x-mcp-header annotations the request's headers mirror). As mcp.Client does:
+                # list again, send once more; and check the new listing against the pins.
+                self._want_refresh()
+                try:
+                    async with asyncio.timeout(timeout_s):
+                        await _all_tools(client)
+                except (MCPError, TimeoutError, ValidationError):
+                    raise exc from None  # no new listing: the mismatch is the answer
+                result = await self._send(client, request, timeout_s, progress)
         except MCPError as exc:
             code = exc.error.code
             if code == _CONNECTION_CLOSED:
@@ -439,12 +452,30 @@ class MCPConnection:
         except (OSError, EOFError) as exc:
             self._died(f"{type(exc).__name__}: {exc}")
             raise MCPServerError(f"MCP server {self.name!r} is unreachable: {exc}") from None
+        if isinstance(result, types.InputRequiredResult):
+            raise ToolCallFailed("MCP_ERROR", f"{tool}: the server asked for input during the "
+                                 "call (input_required), which this client does not give", False)
         text = "\n".join(getattr(c, "text", "") for c in result.content if hasattr(c, "text"))
         if result.is_error:
             raise ToolCallFailed("TOOL_ERROR", text or f"{tool} failed", False)
         if result.structured_content is not None:
             return result.structured_content
         return text
+
+    @staticmethod
+    async def _send(client: Any, request: Any, timeout_s: float, progress: Progress | None
+                    ) -> Any:
+        """One ``tools/call`` through the session's public ``send_request``.
+
+        Not ``client.call_tool``: that checks the result against the tool's advertised
+        output schema and raises ``RuntimeError`` without the output (mcp 2.3 has no way to
+        turn that off; upstream issue modelcontextprotocol/python-sdk#2626). The executor
+        checks outputs against the tool's contract instead, so the contract's violation
+        policy (fail / log_only / fallback) applies to MCP tools as to local ones.
+        """
+        return await client.session.send_request(
+            request, _call_result_adapter(), request_read_timeout_seconds=timeout_s,
+            progress_callback=progress)
 
     def _died(self, why: str) -> None:
         if self._dead is None:
@@ -481,6 +512,22 @@ class MCPConnection:
         result = await self._connected().get_prompt(name, arguments or {})
         return [{"role": m.role, "text": getattr(m.content, "text", "")}
                 for m in result.messages]
+
+
+@functools.cache
+def _call_result_adapter() -> Any:
+    """What a ``tools/call`` may answer: its result, or (2026-07-28) a request for input."""
+    from mcp import types
+
+    return TypeAdapter(types.CallToolResult | types.InputRequiredResult)
+
+
+def _http_client(headers: Mapping[str, str]) -> Any:
+    """The HTTP client of a streamable HTTP connection: the configured headers, and the
+    timeouts the SDK's default client has (30 s; reads 300 s, as a stream stays open)."""
+    import httpx2
+
+    return httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0))
 
 
 async def _all_tools(client: Any) -> list[Any]:
