@@ -2,7 +2,7 @@
 """HTTP overhead: turns over the ASGI app (uvicorn, loopback) against the same turns in-process.
 
     .venv/bin/python bench/http.py [--turns 1000] [--concurrency 16] [--sessions 100]
-                                   [--client raw|httpx] [--http auto|httptools|h11|uvicorn]
+                                   [--client raw|httpx] [--http auto|httptools|h11]
                                    [--profile FILE]
 
 Workload: the bundled seven-state graph, the rules brain, the demo tools, in-process
@@ -15,8 +15,7 @@ event loop (uvloop when installed, as uvicorn picks it). Measured:
   ``--concurrency`` turns at a time over ``--sessions`` sessions (turns/s);
 * over HTTP: the same against ``hermes-fsm``'s app served by uvicorn in a child process on
   127.0.0.1 (its own process, as a deployment would have; uvicorn picks httptools and
-  uvloop when they are installed, and runs the protocol writing each burst of a response
-  at once, as ``hermes-fsm serve`` does; ``--http uvicorn``: uvicorn's own protocol), with
+  uvloop when they are installed, as ``hermes-fsm serve`` runs it), with
   bearer-token authentication on: ``POST /v1/sessions/{id}/turns`` as JSON, and as
   server-sent events read to the ``result`` event.
 
@@ -133,12 +132,8 @@ def serve(port: int, profile: str | None, http: str, turn_cpu: str | None) -> No
 
         orchestrator.run_turn = timed
     app = create_app(orchestrator, tokens={TOKEN: "bench-user"})
-    # as hermes-fsm serve runs it; the loop: uvicorn's auto (uvloop when installed)
-    options: dict[str, Any] = {}
-    if http != "uvicorn":
-        from hermes_fsm.server.protocol import uvicorn_options
-
-        options = uvicorn_options(http)
+    # as hermes-fsm serve runs it (uvicorn's auto: httptools and uvloop when installed)
+    options: dict[str, Any] = {} if http == "auto" else {"http": http}
     # uvicorn shuts down on SIGTERM, then raises it again under the handler it found
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     profiler = None
@@ -454,12 +449,10 @@ async def _wait_ready(port: int, timeout_s: float = 30.0) -> None:
 def _server_stack(http: str) -> str:
     import uvicorn
 
-    coalescing = http != "uvicorn"
-    if http in ("auto", "uvicorn"):
+    if http == "auto":
         http = "httptools" if importlib.util.find_spec("httptools") else "h11"
     loop = "uvloop" if importlib.util.find_spec("uvloop") else "asyncio"
-    writes = "one write per burst" if coalescing else "uvicorn's own writes"
-    return f"uvicorn {uvicorn.__version__} ({http}, {loop}, {writes})"
+    return f"uvicorn {uvicorn.__version__} ({http}, {loop})"
 
 
 def _split(args: argparse.Namespace, results: dict[str, Figures], turn_cpu: Path) -> None:
@@ -550,11 +543,9 @@ if __name__ == "__main__":
     parser.add_argument("--client", choices=["raw", "httpx"], default="raw")
     parser.add_argument("--profile", metavar="FILE",
                         help="run the server under cProfile; write its stats to FILE")
-    parser.add_argument("--http", choices=["auto", "httptools", "h11", "uvicorn"],
-                        default="auto",
-                        help="uvicorn's HTTP protocol, writing each burst of a response at "
-                        "once as hermes-fsm serve runs it (auto: httptools when installed); "
-                        "uvicorn: its own, unchanged (a write per message)")
+    parser.add_argument("--http", choices=["auto", "httptools", "h11"], default="auto",
+                        help="uvicorn's HTTP protocol (auto: httptools when installed, as "
+                        "hermes-fsm serve runs it)")
     parser.add_argument("--serve", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--turn-cpu", metavar="FILE", help=argparse.SUPPRESS)
     arguments = parser.parse_args()

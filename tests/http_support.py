@@ -18,7 +18,7 @@ async def served(app: Any, startup_timeout_s: float = 10.0,
                  **options: Any) -> AsyncIterator[str]:
     """Serve ``app`` with uvicorn (lifespan on) in this event loop; yields its base URL.
 
-    ``options`` go to ``uvicorn.Config`` (e.g. ``hermes-fsm serve``'s ``uvicorn_options()``).
+    ``options`` go to ``uvicorn.Config`` (e.g. ``http="h11"``).
     """
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -14,7 +14,6 @@ from hermes_fsm import Orchestrator
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.server import create_app
-from hermes_fsm.server.protocol import CoalescingTransport, http_protocol, uvicorn_options
 from tests.http_support import read_sse, served
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
@@ -49,18 +48,15 @@ async def orchestrator() -> Orchestrator:
 
 @pytest.fixture
 def serve_options(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """uvicorn's defaults, or (parametrized) one of its HTTP protocols, or (``serve``) what
-    ``hermes-fsm serve`` runs: the protocol writing each burst at once."""
+    """uvicorn's defaults (what ``hermes-fsm serve`` runs), or (parametrized) one of its
+    HTTP protocols."""
     http = getattr(request, "param", None)
     if http == "httptools":
         pytest.importorskip("httptools")  # the serve extra
-    if http == "serve":
-        return uvicorn_options()
     return {"http": http} if http else {}
 
 
-BOTH_SERVERS = pytest.mark.parametrize("serve_options", ["h11", "httptools", "serve"],
-                                       indirect=True)
+BOTH_SERVERS = pytest.mark.parametrize("serve_options", ["h11", "httptools"], indirect=True)
 
 
 @pytest.fixture
@@ -446,7 +442,7 @@ def test_serve_refuses_a_public_address_without_tokens(capsys: pytest.CaptureFix
     assert "without authentication" in capsys.readouterr().err
 
 
-# --- sending less: bursts of events, coalesced writes ---------------------------------------
+# --- sending less: bursts of events --------------------------------------------------------
 
 
 async def asgi_post(app: Any, path: str, body: dict[str, Any], headers: dict[str, str],
@@ -567,106 +563,7 @@ async def test_an_object_sink_beside_the_hub_gets_every_event_as_before() -> Non
     assert type(sink.events[0]).__name__ == "TurnStarted"
 
 
-# --- one write per burst ---------------------------------------------------------------------
-
-
-class FakeTransport:
-    def __init__(self) -> None:
-        self.writes: list[bytes] = []
-        self.closed = False
-        self.paused = False
-
-    def write(self, data: bytes) -> None:
-        assert not self.closed
-        self.writes.append(data)
-
-    def is_closing(self) -> bool:
-        return self.closed
-
-    def close(self) -> None:
-        self.closed = True
-
-    def get_write_buffer_size(self) -> int:
-        return 0
-
-    def pause_reading(self) -> None:
-        self.paused = True
-
-    def get_extra_info(self, name: str, default: Any = None) -> Any:
-        return {"peername": ("127.0.0.1", 1)}.get(name, default)
-
-    def set_write_buffer_limits(self, high: int | None = None) -> None:
-        self.high = high
-
-
-async def test_the_writes_of_one_loop_step_go_out_as_one() -> None:
-    raw = FakeTransport()
-    transport = CoalescingTransport(raw, asyncio.get_running_loop())
-
-    transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
-    transport.write(b"{}")
-    assert raw.writes == [] and transport.get_write_buffer_size() == 21
-    await asyncio.sleep(0)
-    assert raw.writes == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
-
-    transport.write(b"a")  # a later step: a write of its own
-    await asyncio.sleep(0)
-    transport.writelines([b"b", b"c"])
-    transport.close()  # what is pending goes first
-    assert raw.writes[1:] == [b"a", b"bc"] and raw.closed
-    await asyncio.sleep(0)  # the scheduled flush finds nothing left
-    assert len(raw.writes) == 3
-
-
-async def test_a_flush_writes_at_once_and_the_step_end_finds_nothing_left() -> None:
-    raw = FakeTransport()
-    transport = CoalescingTransport(raw, asyncio.get_running_loop())
-
-    transport.write(b"head")
-    transport.write(b"body")
-    transport.flush()  # what the protocol does as a response completes
-    assert raw.writes == [b"headbody"]
-    await asyncio.sleep(0)
-    assert raw.writes == [b"headbody"]
-
-
-async def test_a_pending_write_is_dropped_when_the_client_went_away() -> None:
-    raw = FakeTransport()
-    transport = CoalescingTransport(raw, asyncio.get_running_loop())
-
-    transport.write(b"data")
-    raw.closed = True
-    await asyncio.sleep(0)
-
-    assert raw.writes == []
-
-
-def test_the_coalescing_transport_passes_everything_else_through() -> None:
-    raw = FakeTransport()
-    loop = asyncio.new_event_loop()
-    transport = CoalescingTransport(raw, loop)
-    loop.close()
-
-    transport.pause_reading()
-    transport.set_write_buffer_limits(high=10)
-
-    assert raw.paused and raw.high == 10
-    assert transport.get_extra_info("peername") == ("127.0.0.1", 1)
-    assert transport.is_closing() is False
-
-
-def test_the_protocol_class_is_uvicorns_with_the_coalescing_transport() -> None:
-    from uvicorn.protocols.http.h11_impl import H11Protocol
-
-    protocol = http_protocol("h11")
-
-    assert issubclass(protocol, H11Protocol)
-    assert http_protocol("h11") is protocol
-    with pytest.raises(ValueError, match="unknown HTTP protocol"):
-        http_protocol("spdy")
-
-
-# --- the turns route without Starlette's layers, while none were added ------------------------
+# --- the turns route through Starlette's stack ----------------------------------------------
 
 
 async def test_a_turn_goes_through_middleware_added_to_the_app() -> None:
@@ -721,3 +618,15 @@ async def test_a_turn_on_the_app_mounted_under_a_prefix_is_served() -> None:
 
     assert sent[0]["status"] == 200
     assert json.loads(sent[1]["body"])["session_id"] == "s1"
+
+
+def test_a_json_answer_is_what_starlettes_json_response_writes_byte_for_byte() -> None:
+    from starlette.responses import JSONResponse
+
+    from hermes_fsm.server.wire import JSONBytes
+
+    data = {"answer": "库存: 12 — “east”", "path": ["IDLE", "INTENT"], "ms": 1.5, "x": None}
+    ours, theirs = JSONBytes(data), JSONResponse(data)
+
+    assert (ours.status_code, ours.raw_headers, ours.body) == (
+        theirs.status_code, theirs.raw_headers, theirs.body)

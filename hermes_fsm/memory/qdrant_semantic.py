@@ -9,11 +9,14 @@ locks the store to one process, nothing else can write to it, so this store keep
 in-memory index (:class:`InProcessSemanticStore`) loaded at open and written through:
 Qdrant stays the store of record, recall reads the index. In local mode a write (status
 changes and new items of any number of commits) names points by id — no filter scans
-every point — and is one SQLite transaction on disk: batched by
-:class:`~.qdrant_local.DirectWriter` (the same rows qdrant-client writes, one
-``executemany``, the commit in a worker thread) where it recognises the installed
-qdrant-client, else through the public API in :func:`~.qdrant_local.one_transaction`.
-Writes (and forget, and close) take turns.
+every point — and is one ``batch_update_points`` call: every point is validated before
+any is written, then qdrant-client stores each point (its own SQLite commit) before it
+applies it in memory. A write that fails part way may leave part of it stored: the store
+then re-reads what qdrant holds (its index never stays ahead of or behind the store of
+record), and the commit's retry converges (status changes come first and every write is
+keyed). Writes (and forget, and close) take turns.
+
+Only qdrant-client's public API is used.
 
 Requires qdrant-client (a core dependency: it is the embedded default).
 """
@@ -27,11 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from hermes_fsm.errors import MemoryStoreError, VectorSizeMismatch
 from hermes_fsm.memory.items import MemoryItem, Status
-from hermes_fsm.memory.qdrant_local import DirectWriter, Prepared, one_transaction
 from hermes_fsm.memory.semantic import InProcessSemanticStore, Mark
 
 __all__ = ["QdrantSemanticStore"]
@@ -110,19 +110,22 @@ class QdrantSemanticStore:
                                    "check the URL/path and that the server is up") from exc
         self._client = client
         if self.local:
-            self._index = InProcessSemanticStore(self.dim)
-            offset = None
-            while True:
-                points, offset = await client.scroll(self.collection, limit=1000, offset=offset,
-                                                     with_payload=True, with_vectors=True)
-                for point in points:
-                    if point.payload is None or not isinstance(point.vector, list):
-                        continue  # not a point of ours (no payload, or a named vector)
-                    self._index.load(MemoryItem.from_payload(point.payload),
-                                     point.vector)  # type: ignore[arg-type]
-                if offset is None:
-                    break
+            self._index = await self._load_index(client)
         return client
+
+    async def _load_index(self, client: Any) -> InProcessSemanticStore:
+        """The in-memory index of every point the collection holds (local mode)."""
+        index = InProcessSemanticStore(self.dim)
+        offset = None
+        while True:
+            points, offset = await client.scroll(self.collection, limit=1000, offset=offset,
+                                                 with_payload=True, with_vectors=True)
+            for point in points:
+                if point.payload is None or not isinstance(point.vector, list):
+                    continue  # not a point of ours (no payload, or a named vector)
+                index.load(MemoryItem.from_payload(point.payload), point.vector)
+            if offset is None:
+                return index
 
     def _absent(self) -> bool:
         """Local mode on a directory that does not exist yet: nothing to read, nothing to open.
@@ -171,63 +174,28 @@ class QdrantSemanticStore:
     async def _write_local_batch(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
                                  vectors: Sequence[Sequence[float]]) -> None:
         """A write of the local store: status changes (of the user's own items, by id — no
-        filter scans every point) and new items, one transaction on disk, then the index.
+        filter scans every point) and new items, one ``batch_update_points`` call, then the
+        index."""
+        from qdrant_client import models
 
-        Through :class:`~.qdrant_local.DirectWriter` when it applies: prepared here, then
-        stored (its commit in a worker thread when the connection allows, so the disk's
-        sync does not hold the event loop) and applied by a task of its own, which ends
-        the write even if the caller is cancelled meanwhile. Else through the public API
-        in :func:`~.qdrant_local.one_transaction`."""
-        lock = self._lock()
-        await lock.acquire()
-        handed = False  # the lock goes to the task that finishes the write
-        try:
+        async with self._lock():
             client, index = await self._open(), self._index
             assert index is not None
             owned = [(mark, [i.item_id for i in await index.get(mark.user_id, mark.item_ids)])
                      for mark in marks]  # the user's items only
-            changes = [(ids, _status(mark)) for mark, ids in owned if ids]
-            if not changes and not items:
+            operations: list[Any] = [
+                models.SetPayloadOperation(set_payload=models.SetPayload(
+                    payload=_status(mark), points=list(ids)))
+                for mark, ids in owned if ids]
+            if items:
+                operations.append(models.UpsertOperation(upsert=models.PointsList(points=[
+                    _point(item, list(vector))
+                    for item, vector in zip(items, vectors, strict=True)])))
+            if not operations:
                 return
-            writer = DirectWriter.of(client, self.collection, self.dim)
-            prepared, array = None, None
-            if writer is not None:
-                array = np.array(vectors, dtype=np.float32) if items else None
-                try:
-                    prepared = writer.prepare(changes, [
-                        (item.item_id, list(vector), _payload(item))
-                        for item, vector in zip(items, vectors, strict=True)], array)
-                except Exception as exc:
-                    raise MemoryStoreError(
-                        f"{self.name}: write refused ({type(exc).__name__}: {exc}); nothing "
-                        "of it was stored") from exc
-            if writer is None or prepared is None:
-                points = [_point(item, list(vector))
-                          for item, vector in zip(items, vectors, strict=True)]
-
-                async def write_local() -> None:
-                    for ids, payload in changes:
-                        await client.set_payload(self.collection, payload=payload, points=ids,
-                                                 wait=True)
-                    if points:
-                        await client.upsert(self.collection, points=points, wait=True)
-
-                await self._write_local("write", write_local)
-                await index.write(marks, items, vectors)
-                return
-            task = asyncio.get_running_loop().create_task(self._finish(
-                lock, writer, prepared, index,
-                (marks, items, vectors if array is None else array)))
-            handed = True
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
-            # shielded: the write ends (and is applied in memory) even if this caller is
-            # cancelled; the task then keeps its exception to itself
-            task.add_done_callback(lambda t: t.cancelled() or t.exception())
-            await asyncio.shield(task)
-        finally:
-            if not handed:
-                lock.release()
+            await self._write_local("write", lambda: client.batch_update_points(
+                self.collection, operations, wait=True))
+            await index.write(marks, items, vectors)
 
     def _lock(self) -> asyncio.Lock:
         """Local mode: one write (or forget, or close) at a time — a lock per event loop."""
@@ -236,47 +204,30 @@ class QdrantSemanticStore:
             self._locks = (loop, asyncio.Lock())
         return self._locks[1]
 
-    async def _finish(self, lock: asyncio.Lock, writer: DirectWriter, prepared: Prepared,
-                      index: InProcessSemanticStore, write: tuple[Any, Any, Any]) -> None:
-        """Store a prepared write, apply it to qdrant's memory and the index; then let the
-        next write in (this task holds the store's lock)."""
-        try:
-            try:
-                if writer.threadable:
-                    await asyncio.get_running_loop().run_in_executor(
-                        None, writer.store, prepared)
-                else:
-                    writer.store(prepared)
-            except Exception as exc:  # rolled back; qdrant's memory was not touched
-                raise MemoryStoreError(
-                    f"{self.name}: write failed ({type(exc).__name__}: {exc}); it was one "
-                    "transaction, so nothing of it was stored; the commit will be "
-                    "retried") from exc
-            try:
-                writer.apply(prepared)
-            except Exception as exc:  # stored, but qdrant's memory is unsure: reload
-                await self._close_now()
-                raise MemoryStoreError(
-                    f"{self.name}: write stored, but applying it in memory failed "
-                    f"({type(exc).__name__}: {exc}); the store reloads on next use; the "
-                    "commit will be retried (it is idempotent)") from exc
-            await index.write(*write)
-        finally:
-            lock.release()
-
     async def _write_local(self, what: str, call: Callable[[], Awaitable[Any]]) -> None:
-        """``call()``, a write of the local store through the public API, as one transaction
-        on disk."""
-        on_disk = False
+        """``call()``, a write of the local store (the caller holds the lock).
+
+        When it fails (or is cancelled), part of it may be stored: the index is re-read
+        from what qdrant holds, so it never disagrees with the store of record."""
         try:
-            with one_transaction(self._client, self.collection) as on_disk:
-                await call()
-        except Exception as exc:
-            if on_disk:  # qdrant's memory may be ahead of its file: reload on next use
-                await self._close_now()
+            await call()
+        except BaseException as exc:
+            await self._reread()
+            if not isinstance(exc, Exception):
+                raise
             raise MemoryStoreError(
-                f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); it was one "
-                "transaction, so nothing of it was stored; the commit will be retried") from exc
+                f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); part of it may "
+                "have been stored (the store re-reads what it holds); doing it again "
+                "converges, as a commit's retry does") from exc
+
+    async def _reread(self) -> None:
+        """After a failed local write: on disk, drop the client (the next use reopens the
+        directory and reloads the index from the file); in memory, reload the index from
+        the client (closing it would lose the collection)."""
+        if self.path != ":memory:":
+            await self._close_now()
+        elif self._client is not None:
+            self._index = await self._load_index(self._client)
 
     async def _call(self, coro: Any, what: str) -> Any:
         try:
@@ -373,7 +324,7 @@ class QdrantSemanticStore:
         from qdrant_client import models
 
         client = await self._open()
-        if self._index is not None:  # local mode: by id, one transaction
+        if self._index is not None:  # local mode: by id
             async with self._lock():
                 client, index = await self._open(), self._index
                 assert index is not None

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Protocol
@@ -31,7 +30,6 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from hermes_fsm.engine.session import Session
 from hermes_fsm.engine.turn import Services
@@ -115,9 +113,8 @@ def create_app(orchestrator: ServedOrchestrator, *, tokens: Mapping[str, str] | 
             if manage_lifecycle:
                 await orchestrator.aclose()
 
-    turns = Route("/v1/sessions/{session_id}/turns", api.post_turn, methods=["POST"])
     routes = [
-        turns,
+        Route("/v1/sessions/{session_id}/turns", api.post_turn, methods=["POST"]),
         Route("/v1/sessions/{session_id}/events", api.get_events, methods=["GET"]),
         Route("/v1/sessions/{session_id}/recording", api.get_recording, methods=["GET"]),
         Route("/v1/graph", api.get_graph, methods=["GET"]),
@@ -125,60 +122,10 @@ def create_app(orchestrator: ServedOrchestrator, *, tokens: Mapping[str, str] | 
         Route("/readyz", api.readyz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
     ]
-    app = _App(routes=routes, lifespan=lifespan)
-    app.turns = turns
+    app = Starlette(routes=routes, lifespan=lifespan)
     app.state.hub = hub
     app.state.orchestrator = orchestrator
     return app
-
-
-_TURNS_PATH = re.compile(r"^/v1/sessions/([^/]+)/turns$")  # what the turns route matches
-
-
-class _App(Starlette):
-    """Starlette, with ``POST /v1/sessions/{session_id}/turns`` (every turn) handed straight
-    to its endpoint while nothing would run in between: no middleware, exception handlers,
-    body limit or debug added, and the route still the first. Everything else, and that
-    route once something is added, goes through Starlette's stack as usual."""
-
-    turns: Route | None = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (scope["type"] == "http" and scope["method"] == "POST" and not self.user_middleware
-                and not self.exception_handlers and self.max_body_size is None
-                and not self.debug and self.router.routes
-                and self.router.routes[0] is self.turns):
-            match = _TURNS_PATH.match(_route_path(scope))
-            if match is not None:
-                await self._turn(scope, receive, send, match.group(1))
-                return
-        await super().__call__(scope, receive, send)
-
-    async def _turn(self, scope: Scope, receive: Receive, send: Send, session_id: str) -> None:
-        """What Starlette's stack does for this route, without its layers (errors before the
-        response: a 500, then raised, as its ``ServerErrorMiddleware`` does)."""
-        assert self.turns is not None
-        scope["app"] = self
-        scope["router"] = self.router
-        scope["endpoint"] = self.turns.endpoint
-        scope["path_params"] = {"session_id": session_id}
-        try:
-            response = await self.turns.endpoint(Request(scope, receive))
-        except Exception:
-            await PlainTextResponse("Internal Server Error", status_code=500)(scope, receive, send)
-            raise
-        await response(scope, receive, send)
-
-
-def _route_path(scope: Scope) -> str:
-    """The path under the app's mount point (as Starlette's router matches it)."""
-    path: str = scope["path"]
-    root_path = scope.get("root_path", "")
-    if not root_path or not path.startswith(root_path):
-        return path
-    if path == root_path:
-        return ""
-    return path[len(root_path):] if path[len(root_path)] == "/" else path
 
 
 class _Api:

@@ -1,8 +1,7 @@
 """``hermes-fsm serve``: the ASGI app under uvicorn, as the configuration says.
 
 uvicorn takes its C HTTP parser (httptools) and event loop (uvloop) when they are
-installed: ``pip install 'hermes-fsm[serve]'``; its HTTP protocol writes each burst of a
-response in one socket write (:mod:`hermes_fsm.server.protocol`).
+installed: ``pip install 'hermes-fsm[serve]'``.
 """
 
 from __future__ import annotations
@@ -36,7 +35,6 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
 
     from hermes_fsm.engine.orchestrator import Orchestrator
     from hermes_fsm.server.app import create_app
-    from hermes_fsm.server.protocol import uvicorn_options
 
     host = host or config.server.host
     port = config.server.port if port is None else port
@@ -53,5 +51,5 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
                   f"API at http://{host}:{port}/openapi.json\n")
         out.flush()
     uvicorn.run(app, host=host, port=port, log_level=config.log.level,
-                access_log=config.log.level == "debug", **uvicorn_options())
+                access_log=config.log.level == "debug")
     return 0
