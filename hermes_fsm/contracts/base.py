@@ -53,9 +53,8 @@ class Contract(BaseModel):
         if isinstance(raw, cls):
             raw = raw.model_dump()
         if isinstance(raw, str | bytes):
-            return cls.__pydantic_validator__.validate_json(raw, context=context)  # type: ignore[no-any-return]
-        # what model_validate does, without its wrapper (this runs for every state output)
-        return cls.__pydantic_validator__.validate_python(raw, context=context)  # type: ignore[no-any-return]
+            return cls.model_validate_json(raw, context=context)
+        return cls.model_validate(raw, context=context)
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:

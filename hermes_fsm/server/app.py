@@ -301,7 +301,7 @@ class _Api:
             event_json(kind, data) for kind, data in running.events.pairs() if data["seq"] > last]
         body = b'{"session_id":%s,"running":%s,"events":[%s]}' % (
             json.dumps(session_id).encode(), b"true" if running is not None else b"false",
-            b",".join([*(e.__pydantic_serializer__.to_json(e) for e in logged), *live]))
+            b",".join([*(e.model_dump_json().encode() for e in logged), *live]))
         return Response(body, media_type="application/json")
 
     async def get_recording(self, request: Request) -> Response:

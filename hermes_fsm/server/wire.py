@@ -114,7 +114,7 @@ def sse(event: Event | None = None, *, name: str | None = None, data: Any = None
     """One server-sent event: an :data:`Event` (``id`` = its seq, ``event`` = its kind), or a
     named one with JSON ``data`` (``result``, ``error``)."""
     if event is not None:
-        payload = event.__pydantic_serializer__.to_json(event)
+        payload = event.model_dump_json().encode()
         return b"id: %d\nevent: %s\ndata: %s\n\n" % (event.seq, event.kind.encode(), payload)
     return b"event: %s\ndata: %s\n\n" % ((name or "message").encode(), to_json(data))
 

@@ -100,7 +100,7 @@ class Tool:
         """
         if self.input_model is not None:
             try:
-                self.input_model.__pydantic_validator__.validate_python(arguments)
+                self.input_model.model_validate(arguments)
                 return None
             except ValidationError:
                 pass
