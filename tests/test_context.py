@@ -17,7 +17,8 @@ from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.brain.tokens import CalibratedCounter, HeuristicCounter
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.contracts.states import Intent
-from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.context import ContextBuilder, ContextConfig, apply_fold
+from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.errors import ConfigError, ContextOverflow
 from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import parse_recording, recording_text
@@ -430,6 +431,26 @@ async def test_history_over_its_limits_is_folded_into_the_rolling_summary(
     assert last.summary == fold.summary and CONSTRAINT not in [m["content"] for m in
                                                                last.history]
     assert "before Friday 5pm" in chat_messages(last)[1]["content"]
+
+
+async def test_the_builder_only_says_what_to_fold_the_event_applied_folds_it(
+        make_orchestrator: Any) -> None:
+    orchestrator = make_orchestrator(history_window=4)
+    for text in (CONSTRAINT, QUESTION):
+        await orchestrator.run_turn("s1", text, user_id="u1")
+    session = orchestrator.session("s1", "u1")
+    before = [dict(m) for m in session.history]
+    turn = TurnContext(session, "t-next", "u1", "hello", orchestrator.services)
+
+    built, fields = await orchestrator.context.build(turn, request())
+
+    assert fields["folded"] == 4 and CONSTRAINT in fields["summary"]
+    assert built.summary == fields["summary"] and built.history == ()
+    assert session.history == before and session.summary == ""  # nothing written
+    assert len(turn.history) == 4
+    apply_fold(turn, fields)
+    assert session.history == [] and session.summary == fields["summary"]
+    assert turn.history == ()
 
 
 async def test_the_rolling_summary_stays_within_budget_over_many_turns(
