@@ -79,7 +79,7 @@ async def make_corpus(directory: Path, turns: int, per_session: int) -> int:
                                         user_id=f"user-{s % 97}")
         (directory / f"{sid}.jsonl").write_text(recording_text(orchestrator, sid),
                                                 encoding="utf-8")
-        del orchestrator.sessions()[sid]  # type: ignore[attr-defined]
+        orchestrator.session_cache.discard(sid)
     return sessions * per_session
 
 

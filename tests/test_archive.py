@@ -189,8 +189,8 @@ async def test_a_dry_run_only_says_what_would_be_archived(store: Any) -> None:
 async def test_a_session_with_a_turn_running_is_skipped(store: Any) -> None:
     orchestrator = durable(store)
     await talk(orchestrator, "s1", CONSTRAINT)
-    assert orchestrator._durable is not None
-    hold = await orchestrator._durable.lease.acquire("s1", 0.0)
+    assert orchestrator.durable is not None
+    hold = await orchestrator.durable.lease.acquire("s1", 0.0)
     try:
         (result,) = await orchestrator.archive_idle(timedelta(0), now=LATER)
     finally:
@@ -224,7 +224,7 @@ async def test_archiving_again_after_a_crash_writes_nothing_twice(
     memory = InProcessMemory()
     orchestrator = durable(store, memory=memory)
     await talk(orchestrator, "s1", CONSTRAINT, "hello")
-    assert orchestrator._durable is not None
+    assert orchestrator.durable is not None
 
     async def lost(session_id: str, summary: str) -> None:
         raise StoreError("connection lost")
@@ -232,12 +232,12 @@ async def test_archiving_again_after_a_crash_writes_nothing_twice(
     with monkeypatch.context() as patch:  # memory written, then the store fails
         patch.setattr(store, "archive", lost)
         with pytest.raises(StoreError):
-            await archive_session(orchestrator._durable, "s1", now=LATER)
+            await archive_session(orchestrator.durable, "s1", now=LATER)
     written = len(await memory.items("alice"))
     assert written > 0 and not (await store.get("s1")).archived
 
-    again = await archive_session(orchestrator._durable, "s1", now=LATER)
-    third = await archive_session(orchestrator._durable, "s1", now=LATER)
+    again = await archive_session(orchestrator.durable, "s1", now=LATER)
+    third = await archive_session(orchestrator.durable, "s1", now=LATER)
     assert (again.status, third.status, third.detail) == ("archived", "skipped",
                                                           "already archived")
     assert len(await memory.items("alice")) == written == again.memory_items

@@ -264,3 +264,45 @@ async def test_a_step_s_events_are_serialized_once_for_the_store_and_the_session
     assert events.to_json() == expected  # joined, byte for byte what one pass would write
     assert orchestrator.sessions()["s1"]._log[-1][2] == expected
     assert to_json(await store.events_after("s1"), serialize_unknown=True) == expected
+
+
+class StepWatcher:
+    """A user's hook next to the durable one: what the store holds when each point runs."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.seen: list[tuple[str, Any]] = []
+
+    async def pre_turn(self, *, turn: Any, resumed: bool, **future_kwargs: Any) -> None:
+        self.seen.append(("pre_turn", (resumed, turn.journal is not None)))
+
+    async def post_step(self, *, session: Any, turn: Any, **future_kwargs: Any) -> None:
+        record = await self.store.get(session.session_id)
+        self.seen.append(("post_step", (record.seq == session.seq, turn.path[-1])))
+
+    async def post_turn(self, *, session: Any, **future_kwargs: Any) -> None:
+        checkpoint = await self.store.checkpoint(session.session_id)
+        self.seen.append(("post_turn", checkpoint.seq == session.seq))
+
+
+async def test_a_durable_sessions_hook_runs_ahead_of_the_users_hooks(store):
+    watcher = StepWatcher(store)
+    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store,
+                                hooks=[watcher])
+    assert orchestrator.hooks.hooks == (orchestrator.durable, watcher)
+    await orchestrator.run_turn("s1", "how many?", user_id="u1")
+    # each point finds the step already stored, the journal given, the checkpoint written
+    assert watcher.seen[0] == ("pre_turn", (False, True))
+    assert [seen for point, (seen, _) in watcher.seen[1:-1]] == [True] * 6
+    assert watcher.seen[-1] == ("post_turn", True)
+
+
+async def test_a_resumed_turn_calls_pre_turn_with_resumed_and_goes_on_from_its_step(store):
+    await stuck_turn(Orchestrator(graph_with(), brain=ScriptedBrain(happy_script(
+        response=[HANG])), store=store))
+    watcher = StepWatcher(store)
+    result = await Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store,
+                                hooks=[watcher]).resume("s1")
+    assert result is not None and result.path == SEVEN
+    assert watcher.seen[0] == ("pre_turn", (True, True))
+    assert [dest for point, (_, dest) in watcher.seen[1:-1]] == ["MEMORY_COMMIT"]

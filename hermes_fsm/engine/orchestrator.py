@@ -27,17 +27,27 @@ import types
 from collections.abc import Generator, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.durable import DurableSessions
 from hermes_fsm.engine.handlers import ask_brain
-from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
+from hermes_fsm.engine.session import Session, SessionCache
 from hermes_fsm.engine.turn import Services, TurnContext, TurnResult
-from hermes_fsm.errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
+from hermes_fsm.errors import (
+    BrainError,
+    HermesError,
+    RetryableError,
+    SessionBusy,
+    SessionError,
+    UsageError,
+)
 from hermes_fsm.events.model import (
     ContractViolation,
     HandlerFailed,
@@ -58,10 +68,6 @@ from hermes_fsm.store.protocol import SessionStore
 from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
-
-if TYPE_CHECKING:
-    from hermes_fsm.engine.archive import ArchivedSession
-    from hermes_fsm.engine.durable import DurableSessions
 
 __all__ = ["Orchestrator"]
 
@@ -87,8 +93,9 @@ class Orchestrator:
             ``async with``), stopped by :meth:`aclose`. Without them nothing needs starting.
         store: a session store (:mod:`hermes_fsm.store`) makes sessions durable: each
             step's events are appended before the next state starts, and any process
-            with the same store can resume a session (see :mod:`hermes_fsm.engine.durable`).
-            ``None`` (the default): sessions live in this process only.
+            with the same store can resume a session (see :mod:`hermes_fsm.engine.durable`;
+            its :class:`~hermes_fsm.engine.durable.DurableSessions` is a turn hook, run
+            ahead of ``hooks``). ``None`` (the default): sessions live in this process only.
         lease: one writer per session for a durable store (default: this process only;
             :class:`~hermes_fsm.store.lease.RedisLease` across processes).
         context: the token budget of brain requests — a
@@ -100,6 +107,14 @@ class Orchestrator:
             serializing every turn's events when nothing reads them there: a turn's events
             are still in its :class:`TurnResult`, the sinks and a durable store (a replay
             rerun runs this way).
+        hooks: turn hooks, called at defined points of every turn (see
+            :mod:`hermes_fsm.engine.hooks`).
+
+    Attributes:
+        session_cache: the sessions held in this process
+            (:class:`~hermes_fsm.engine.session.SessionCache`).
+        durable: the durable layer over ``store`` (``None`` without a store).
+        hooks: the turn hooks, by point (:class:`~hermes_fsm.engine.hooks.TurnHooks`).
     """
 
     def __init__(
@@ -122,6 +137,7 @@ class Orchestrator:
         lease: SessionLease | None = None,
         context: ContextConfig | ContextBuilder | None = None,
         event_log: bool = True,
+        hooks: Iterable[TurnHook] = (),
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -152,18 +168,18 @@ class Orchestrator:
         self.services.context = self.context = context
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
-        self._sessions: dict[str, Session] = {}
+        self.session_cache = SessionCache()
         self.event_log = event_log
         self.mcp = mcp_servers
         self.store = store
-        self._durable: DurableSessions | None = None
+        self.durable: DurableSessions | None = None
         if store is not None:
-            from hermes_fsm.engine.durable import DurableSessions
-
-            self._durable = DurableSessions(self, store, lease)
+            self.durable = DurableSessions(self, store, lease)
+            hooks = (self.durable, *hooks)
         elif lease is not None:
             raise UsageError("a lease guards a durable session store; pass store= as well "
                              "(e.g. hermes_fsm.store.SQLiteStore(path))")
+        self.hooks = TurnHooks(hooks)
 
     @classmethod
     def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -229,9 +245,9 @@ class Orchestrator:
         close_brain = getattr(self.services.brain, "aclose", None)
         if close_brain is not None:  # e.g. the OpenAI-compatible brain's HTTP client
             await close_brain()
-        if self._durable is not None:
-            await self._durable.lease.close()
-            await self._durable.store.close()
+        if self.durable is not None:
+            await self.durable.lease.close()
+            await self.durable.store.close()
 
     async def __aenter__(self) -> Orchestrator:
         return await self.start()
@@ -249,20 +265,19 @@ class Orchestrator:
         """
         if session_id is None:
             session_id = self.ids.new("session")
-        session = self._sessions.get(session_id)
+        session = self.session_cache.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = Session(session_id, user_id,
-                                                           self.graph.initial, self.event_log)
+            session = self.session_cache.add(Session(session_id, user_id, self.graph.initial,
+                                                     self.event_log))
         elif session.user_id != user_id:
-            from hermes_fsm.errors import SessionError
-
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")
         return session
 
     def sessions(self) -> Mapping[str, Session]:
-        """Every session of this orchestrator, by id."""
-        return self._sessions
+        """Every session of this orchestrator, by id (a read-only view of
+        :attr:`session_cache`)."""
+        return self.session_cache.view
 
     # --- turns ------------------------------------------------------------------------
 
@@ -281,18 +296,18 @@ class Orchestrator:
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
         self.context.check_input(text)  # a message over its token budget: refused up front
-        if self._durable is not None:
-            return await self._durable.run_turn(session_id, text, user_id)
+        if self.durable is not None:
+            return await self.durable.run_turn(session_id, text, user_id)
         session = self.session(session_id, user_id)
         if session.busy:
             if self.busy_policy == "refuse":
                 raise SessionBusy(session.session_id)
             async with session.lock:
-                return await self._turn(session, text, user_id)
+                return await self.drive_turn(self.new_turn(session, text, user_id))
         if self.busy_policy == "queue":
             async with session.lock:
-                return await self._turn(session, text, user_id)
-        return await self._turn(session, text, user_id)
+                return await self.drive_turn(self.new_turn(session, text, user_id))
+        return await self.drive_turn(self.new_turn(session, text, user_id))
 
     async def resume(self, session_id: str) -> TurnResult | None:
         """Finish the session's interrupted turn from its last stored step (durable store).
@@ -305,9 +320,9 @@ class Orchestrator:
             SessionError: the session is not in the store.
             SessionBusy: a turn is running on it.
         """
-        if self._durable is None:
+        if self.durable is None:
             raise UsageError("resume needs a durable session store: Orchestrator(store=...)")
-        return await self._durable.resume(session_id)
+        return await self.durable.resume(session_id)
 
     async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
                            dry_run: bool = False) -> list[ArchivedSession]:
@@ -318,41 +333,53 @@ class Orchestrator:
         Raises:
             UsageError: the orchestrator has no store.
         """
-        if self._durable is None:
+        if self.durable is None:
             raise UsageError("archiving needs a durable session store: Orchestrator(store=...)"
                              " (hermes_fsm.store.SQLiteStore or PostgresStore)")
-        return await self._durable.archive_idle(older_than, now=now, dry_run=dry_run)
+        return await archive_idle(self.durable, older_than, now=now, dry_run=dry_run)
 
-    async def _turn(self, session: Session, text: str, user_id: str, *, hold: Any = None,
-                    resumed: TurnContext | None = None) -> TurnResult:
+    def new_turn(self, session: Session, text: str, user_id: str) -> TurnContext:
+        """A new turn of ``session``: ``text`` from ``user_id``, with a new turn id; nothing
+        has run yet (run it with :meth:`drive_turn`)."""
+        return TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
+
+    async def drive_turn(self, turn: TurnContext, *, resumed: bool = False) -> TurnResult:
+        """Run ``turn`` until its session is back in the initial state; the turn hooks are
+        called on the way (:mod:`hermes_fsm.engine.hooks`).
+
+        ``turn`` is a new one (:meth:`new_turn`: it starts with ``turn_started``), or with
+        ``resumed`` one rebuilt from its stored events
+        (:func:`~hermes_fsm.engine.durable.rebuild_turn`), which goes on from the state its
+        session is in. The caller holds the session: this neither checks nor waits for a
+        busy session, nor takes a durable session's lease — :meth:`run_turn` and
+        :meth:`resume` do, and call this.
+
+        Raises:
+            whatever a handler raised past its routes, a hook raised, or cancellation.
+        """
+        session = turn.session
         session.busy = True
         started = time.perf_counter()
-        durable = self._durable
-        if resumed is None:
-            turn = TurnContext(session, self.ids.new("turn"), user_id, text, self.services)
-            if durable is not None:
-                from hermes_fsm.engine.durable import EffectsJournal
-
-                turn.journal = EffectsJournal(durable.store, session.session_id)
-        else:
-            turn = resumed
+        hooks = self.hooks
         graph = self.graph
         status = "completed"
         clock = asyncio.get_running_loop().time
         deadline = clock() + graph.budget_s
         try:
-            if resumed is None:
-                turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
+            if hooks.pre_turn:
+                await call_hooks(hooks.pre_turn, session=session, turn=turn, resumed=resumed)
+            if not resumed:
+                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name)
                 self.machine.fire("start", session, turn)
-                if durable is not None:
-                    await durable.flush(session, turn, hold)
+                if hooks.post_step:
+                    await _post_step(hooks, session, turn)
             try:
                 while session.state != graph.initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
                     await self._run_state(graph.states[session.state], session, turn, deadline)
-                    if durable is not None and session.state != graph.initial:
-                        await durable.flush(session, turn, hold)  # the step, before the next
+                    if hooks.post_step and session.state != graph.initial:
+                        await _post_step(hooks, session, turn)  # the step, before the next
             except _BudgetExceeded:
                 status = "partial"
                 turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
@@ -365,14 +392,14 @@ class Orchestrator:
                 if turn.routes:
                     status = "degraded"
                 result = self._finish(session, turn, status, turn.answer() or "", started)
-            if durable is not None:  # the last step: events, messages, checkpoint
-                await durable.flush(session, turn, hold, final=True)
+            if hooks.post_turn:
+                await call_hooks(hooks.post_turn, session=session, turn=turn, result=result)
             return result
-        except BaseException:
+        except BaseException as exc:
             if session.state != graph.initial:  # cancelled or an engine bug: never stay mid-turn
                 self.machine.fire("abort", session, turn)
-            if durable is not None:  # the store has the truth: the next turn reloads from it
-                durable.forget(session)
+            if hooks.turn_failed:
+                await call_hooks(hooks.turn_failed, session=session, turn=turn, exception=exc)
             raise
         finally:
             session.record(turn.events)
@@ -493,6 +520,13 @@ class Orchestrator:
             return await _resume(result, yielded)
         async with asyncio.timeout(timeout_s):
             return await _resume(result, yielded)
+
+
+def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:
+    """The ``post_step`` hooks of the step that just fired its transition."""
+    path = turn.path
+    return call_hooks(hooks.post_step, session=session, turn=turn,
+                      source=path[-2] if len(path) > 1 else path[-1], dest=path[-1])
 
 
 async def _as_coroutine(awaitable: Any) -> Any:

@@ -370,7 +370,7 @@ class Replayer:
                 if divergence is not None:
                     divergences.append(divergence)
         finally:
-            orchestrator.sessions().pop(session_id, None)
+            orchestrator.session_cache.discard(session_id)
 
     def _orchestrator(self) -> Any:
         """One orchestrator (one machine) for every rerun, with one replay brain, executor
