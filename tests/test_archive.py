@@ -19,7 +19,7 @@ from hermes_fsm.engine.archive import archive_session
 from hermes_fsm.errors import MemoryStoreError, SessionArchived, StoreError
 from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.store import InMemoryStore
-from hermes_fsm.testing import HANG, ScriptedBrain
+from hermes_fsm.testing import HANG, ScriptedBrain, demo_orchestrator
 from tests.store.conftest import dispose_store, make_store
 from tests.support import happy_script
 
@@ -49,8 +49,9 @@ class Rules(RulesBrain):
 
 def durable(store: Any, brain: Any = None, memory: Any = None, **kwargs: Any) -> Orchestrator:
     """An orchestrator on ``store`` that folds history into its summary every few turns."""
-    return Orchestrator(store=store, brain=brain or Rules(), memory=memory or InProcessMemory(),
-                        clock=FixedClock(), history_window=4, **kwargs)  # ids: unique per process
+    return demo_orchestrator(store=store, brain=brain or Rules(),
+                             memory=memory or InProcessMemory(), clock=FixedClock(),
+                             history_window=4, **kwargs)  # ids: unique per process
 
 
 async def talk(orchestrator: Orchestrator, session: str, *texts: str,
@@ -260,7 +261,7 @@ async def test_a_failing_brain_summary_falls_back_when_archiving(store: Any) -> 
 
 async def test_archiving_needs_a_store_and_a_sensible_age() -> None:
     with pytest.raises(UsageError, match="store"):
-        await Orchestrator().archive_idle(timedelta(minutes=30))
+        await demo_orchestrator().archive_idle(timedelta(minutes=30))
     with pytest.raises(UsageError, match="negative"):
         await durable(InMemoryStore()).archive_idle(timedelta(minutes=-1))
 

@@ -15,6 +15,7 @@ from hermes_fsm.brain.prompt import chat_messages, history_block, memory_block, 
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.brain.tokens import CalibratedCounter, HeuristicCounter
+from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.contracts.states import Intent
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig, apply_fold
@@ -24,7 +25,7 @@ from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import parse_recording, recording_text
 from hermes_fsm.memory import MemoryItem, format_recall
 from hermes_fsm.replay.replayer import Replayer
-from hermes_fsm.testing import ScriptedBrain
+from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
 from tests.support import happy_script
 
 COUNT = HeuristicCounter()
@@ -138,16 +139,16 @@ def test_a_tokenizer_file_is_found_next_to_the_config_file(tmp_path: Any) -> Non
     shutil.copy(minilm_files()[1], tmp_path / "conf" / "tokenizer.json")
     path = tmp_path / "conf" / "hermes.yaml"
     path.write_text("mcp_servers: {}\ncontext: {tokenizer: tokenizer.json}\n", encoding="utf-8")
-    orchestrator = Orchestrator.from_config(load_config(path, environ={}))
+    orchestrator = build_orchestrator(load_config(path, environ={}))
     assert orchestrator.context.counter.name == "tokenizer:tokenizer.json"
     assert orchestrator.context.counter.count("hello world") == 2
 
 
-def test_an_orchestrator_from_config_uses_the_configured_budget(tmp_path: Any) -> None:
+def test_an_orchestrator_built_from_config_uses_the_configured_budget(tmp_path: Any) -> None:
     path = tmp_path / "hermes.yaml"
     path.write_text("mcp_servers: {}\ncontext: {max_context_tokens: 3000, "
                     "reserved_output_tokens: 500}\n", encoding="utf-8")
-    orchestrator = Orchestrator.from_config(load_config(path, environ={}))
+    orchestrator = build_orchestrator(load_config(path, environ={}))
     assert orchestrator.context.budget.window == 3_000
     assert orchestrator.context.budget.available == 2_500
 
@@ -308,7 +309,8 @@ async def test_over_http_an_input_over_its_cap_is_a_422_naming_the_budget() -> N
     from hermes_fsm.server import create_app
     from tests.http_support import served
 
-    app = create_app(Orchestrator(context=ContextConfig(caps={"input": 50})), tokens={"t": "a"})
+    app = create_app(demo_orchestrator(context=ContextConfig(caps={"input": 50})),
+                     tokens={"t": "a"})
     async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
         response = await http.post("/v1/sessions/s1/turns", json={"text": "word " * 200},
                                    headers={"Authorization": "Bearer t"})

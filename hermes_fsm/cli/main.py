@@ -168,9 +168,9 @@ def _configure_logging(config: HermesConfig) -> None:
 
 
 def _orchestrator(config: HermesConfig, printer: Any) -> Any:
-    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.config.build import build_orchestrator
 
-    orchestrator = Orchestrator.from_config(config)
+    orchestrator = build_orchestrator(config)
     orchestrator.services.sinks = (*orchestrator.services.sinks, printer)
     return orchestrator
 

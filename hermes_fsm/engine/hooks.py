@@ -38,14 +38,14 @@ exception from a ``turn_failed`` hook propagates in place of the turn's (which i
 ``__context__``), and the hooks after it do not run.
 
 >>> import asyncio
->>> from hermes_fsm import Orchestrator
+>>> from hermes_fsm.testing import demo_orchestrator
 >>> class Steps:
 ...     def __init__(self):
 ...         self.steps = []
 ...     def post_step(self, *, source, dest, **future_kwargs):
 ...         self.steps.append(f"{source}->{dest}")
 >>> steps = Steps()
->>> _ = asyncio.run(Orchestrator(hooks=[steps]).run_turn("s1", "hello"))
+>>> _ = asyncio.run(demo_orchestrator(hooks=[steps]).run_turn("s1", "hello"))
 >>> steps.steps[:2]
 ['IDLE->INTENT', 'INTENT->RESPONSE']
 """

@@ -11,7 +11,9 @@ exception takes the route at once. When the turn budget runs out, ``abort`` take
 turn back to the initial state with a partial answer. A turn always ends there.
 
 >>> import asyncio
->>> orchestrator = Orchestrator()
+>>> from hermes_fsm.brain.rules import RulesBrain
+>>> from hermes_fsm.demo.tools import build_demo_registry
+>>> orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
 >>> result = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
 >>> result.status, "342" in result.answer, result.path[0] == result.path[-1] == "IDLE"
 ('completed', True, True)
@@ -32,7 +34,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from hermes_fsm.brain.protocol import Brain
-from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.durable import DurableSessions
@@ -75,12 +76,21 @@ __all__ = ["Orchestrator"]
 class Orchestrator:
     """Runs turns of a graph for many sessions.
 
+    The orchestrator takes its parts; it picks no backend. An orchestrator as a
+    configuration says (a model or the rules brain, the demo tools and MCP servers,
+    memory services, a session store) is :func:`hermes_fsm.config.build_orchestrator`'s;
+    the bundled demo in one call is :func:`hermes_fsm.testing.demo_orchestrator`.
+
     Args:
         graph: a :class:`Graph`, a path to a graph file, or ``None`` for the bundled
             seven-state turn.
-        brain: decides state outputs (default: the offline rules brain).
-        tools: the tool registry (default: the demo tools).
-        memory: long-term memory (default: in-process).
+        brain: decides state outputs (e.g. :class:`~hermes_fsm.brain.rules.RulesBrain`,
+            :class:`~hermes_fsm.brain.openai.OpenAIBrain`).
+        tools: the tool registry (e.g. :func:`hermes_fsm.demo.tools.build_demo_registry`,
+            or an empty :class:`~hermes_fsm.tools.registry.ToolRegistry`).
+        memory: long-term memory (default: :class:`~hermes_fsm.memory.InProcessMemory`, a
+            real in-process implementation of the protocol — every tier in this process,
+            nothing kept past it — as ``store=None`` means sessions are not durable).
         sinks: extra event sinks (each gets every event).
         clock, ids: sources of time and ids (inject fixed ones for byte-stable events).
         busy_policy: ``"refuse"`` (a turn on a busy session raises :class:`SessionBusy`)
@@ -121,8 +131,8 @@ class Orchestrator:
         self,
         graph: Graph | str | Path | None = None,
         *,
-        brain: Brain | None = None,
-        tools: ToolRegistry | None = None,
+        brain: Brain,
+        tools: ToolRegistry,
         memory: Memory | None = None,
         sinks: Iterable[Any] = (),
         clock: Clock | None = None,
@@ -145,14 +155,6 @@ class Orchestrator:
             graph = load_graph(graph)
         if busy_policy not in ("refuse", "queue"):
             raise UsageError(f"busy_policy must be 'refuse' or 'queue', not {busy_policy!r}")
-        if brain is None:
-            from hermes_fsm.brain.rules import RulesBrain
-
-            brain = RulesBrain()
-        if tools is None:
-            from hermes_fsm.demo.tools import build_demo_registry
-
-            tools = build_demo_registry()
         self.graph = graph
         self.machine = GraphMachine(graph)
         self.services = Services(
@@ -180,52 +182,6 @@ class Orchestrator:
             raise UsageError("a lease guards a durable session store; pass store= as well "
                              "(e.g. hermes_fsm.store.SQLiteStore(path))")
         self.hooks = TurnHooks(hooks)
-
-    @classmethod
-    def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
-        """An orchestrator as the configuration says (embedded defaults for ``None``).
-
-        Keyword arguments override what the configuration builds (``brain=``, ``tools=`` …).
-        """
-        config = config or HermesConfig()
-        kwargs: dict[str, Any] = {
-            "graph": config.graph,
-            "busy_policy": config.busy_policy,
-            "history_window": config.history_window,
-            "context": config.context,
-        }
-        if config.brain.kind == "openai" and "brain" not in overrides:
-            from hermes_fsm.brain.openai import OpenAIBrain
-
-            kwargs["brain"] = OpenAIBrain.from_config(config.brain)
-        elif config.brain.rules_file is not None and "brain" not in overrides:
-            from hermes_fsm.brain.rules import RulesBrain
-
-            kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
-        if "memory" not in overrides:
-            from hermes_fsm.memory import build_memory
-
-            kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
-        if "tools" not in overrides:
-            from hermes_fsm.config.toolbox import Toolbox
-
-            memory = overrides.get("memory", kwargs.get("memory"))
-            # the breaker also reads the experience log: tools failing in any process trip it
-            box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
-                                      clock=overrides.get("clock"))
-            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
-        if config.log.format != "off" and "sinks" not in overrides:
-            from hermes_fsm.events.sinks import StructlogSink
-
-            kwargs["sinks"] = [StructlogSink()]
-        if "store" not in overrides:  # SQLite embedded; PostgreSQL when HERMES_POSTGRES_URL
-            from hermes_fsm.config.store import build_lease, build_store
-
-            kwargs["store"] = build_store(config)
-            if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
-                kwargs["lease"] = build_lease(config)
-        kwargs.update(overrides)
-        return cls(**kwargs)
 
     # --- lifecycle --------------------------------------------------------------------
 
