@@ -170,7 +170,8 @@ class Orchestrator:
         self.services.context = self.context = context
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
-        self.session_cache = SessionCache()
+        self._sessions: dict[str, Session] = {}  # read at every turn: a plain dict
+        self.session_cache = SessionCache(self._sessions)
         self.event_log = event_log
         self.mcp = mcp_servers
         self.store = store
@@ -221,10 +222,10 @@ class Orchestrator:
         """
         if session_id is None:
             session_id = self.ids.new("session")
-        session = self.session_cache.get(session_id)
+        session = self._sessions.get(session_id)
         if session is None:
-            session = self.session_cache.add(Session(session_id, user_id, self.graph.initial,
-                                                     self.event_log))
+            session = self._sessions[session_id] = Session(session_id, user_id,
+                                                           self.graph.initial, self.event_log)
         elif session.user_id != user_id:
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")

@@ -16,7 +16,7 @@ result, its sinks or a durable store, such as a replay rerun).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -118,18 +118,22 @@ class SessionCache:
     sessions: the durable layer (:mod:`hermes_fsm.engine.durable`) adds each session it
     rebuilds from the store and drops a copy the store has moved past.
     ``Orchestrator.sessions()`` is a read-only view of it (:attr:`view`).
+
+    Args:
+        sessions: the dict it holds the sessions in (default: a new one). The orchestrator
+            passes its own, which it reads directly at every turn.
+
+    Attributes:
+        get: ``get(session_id)``, the cached session or ``None``.
+        view: a read-only, live view of the cached sessions by id.
     """
 
-    __slots__ = ("_by_id", "view")
+    __slots__ = ("_by_id", "get", "view")
 
-    def __init__(self) -> None:
-        self._by_id: dict[str, Session] = {}
+    def __init__(self, sessions: dict[str, Session] | None = None) -> None:
+        self._by_id: dict[str, Session] = sessions if sessions is not None else {}
+        self.get: Callable[[str], Session | None] = self._by_id.get  # no Python call
         self.view: Mapping[str, Session] = MappingProxyType(self._by_id)
-        """A read-only, live view of the cached sessions by id."""
-
-    def get(self, session_id: str) -> Session | None:
-        """The cached session ``session_id``, or ``None``."""
-        return self._by_id.get(session_id)
 
     def add(self, session: Session) -> Session:
         """Cache ``session`` (replacing a cached one of the same id); returns it."""
