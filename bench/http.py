@@ -80,9 +80,9 @@ TOKEN = "bench-token"
 
 
 def _orchestrator() -> object:
-    from hermes_fsm import Orchestrator
+    from hermes_fsm.testing import demo_orchestrator
 
-    return Orchestrator()  # rules brain, demo tools, in-process memory, no MCP server
+    return demo_orchestrator()  # rules brain, demo tools, in-process memory, no MCP server
 
 
 class _TimedTurn:

@@ -49,8 +49,9 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(1, str(_ROOT))
 
-from hermes_fsm import Orchestrator, Replayer
+from hermes_fsm import Replayer
 from hermes_fsm.events.recording import load_recording, recording_text
+from hermes_fsm.testing import demo_orchestrator
 
 QUESTIONS = [
     "How many A1001 are left in the east warehouse?",
@@ -69,7 +70,7 @@ TARGETS = {"validate": 5_000, "rerun": 2_000}
 
 
 async def make_corpus(directory: Path, turns: int, per_session: int) -> int:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     sessions = max(1, turns // per_session)
     for s in range(sessions):
         sid = f"bench-{s:05d}"
@@ -78,7 +79,7 @@ async def make_corpus(directory: Path, turns: int, per_session: int) -> int:
                                         user_id=f"user-{s % 97}")
         (directory / f"{sid}.jsonl").write_text(recording_text(orchestrator, sid),
                                                 encoding="utf-8")
-        del orchestrator.sessions()[sid]  # type: ignore[attr-defined]
+        orchestrator.session_cache.discard(sid)
     return sessions * per_session
 
 

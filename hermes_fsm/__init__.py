@@ -15,25 +15,16 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-# The engine first: engine.orchestrator imports config.settings (for from_config), which
-# imports engine.context, so config imported before the engine finds settings half-made.
-# TODO(build_orchestrator): drop this split once from_config has moved to config/.
-from hermes_fsm.engine import Orchestrator, TurnContext, TurnResult
-
-# isort: split
 from hermes_fsm._internal.version import VERSION
 from hermes_fsm.brain import Brain, BrainRequest, OpenAIBrain, RulesBrain
-from hermes_fsm.config import HermesConfig, load_config
+from hermes_fsm.config import HermesConfig, build_orchestrator, load_config
 from hermes_fsm.contracts import Contract
+from hermes_fsm.engine import Orchestrator, TurnContext, TurnResult
 from hermes_fsm.errors import HermesError
 from hermes_fsm.events import Event, EventSink
 from hermes_fsm.replay import Replayer
 from hermes_fsm.store import InMemoryStore, SQLiteStore
 from hermes_fsm.tools import Tool, ToolRegistry
-
-# TODO(build_orchestrator): hermes_fsm.config.build_orchestrator (the composition root's
-# builder, being added in parallel) joins the face here and in __all__:
-#     from hermes_fsm.config import build_orchestrator
 
 if TYPE_CHECKING:  # imported on first use (see __getattr__)
     from hermes_fsm.server.app import create_app
@@ -61,6 +52,7 @@ __all__ = [
     "TurnContext",
     "TurnResult",
     "__version__",
+    "build_orchestrator",
     "create_app",
     "load_config",
 ]

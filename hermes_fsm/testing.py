@@ -4,16 +4,17 @@
   outputs per state or contract, in order — including invalid ones, exceptions, and
   hangs — and records every request so a test can check what was fed back.
 - :func:`capture_events`: collect the events of an orchestrator within a ``with`` block.
+- :func:`demo_orchestrator`: an orchestrator over the bundled demo (the rules brain and
+  the demo tools), in one call.
 
 >>> import asyncio
->>> from hermes_fsm import Orchestrator
 >>> brain = ScriptedBrain({"intent": [{"intent_type": "hi", "parameters": {},
 ...                                    "confidence": 2.0},   # breaks the contract
 ...                                   {"intent_type": "hi", "parameters": {},
 ...                                    "confidence": 0.9, "needs_tools": False}],
 ...                        "response": [{"text": "hello", "evidence": []}],
 ...                        "memory_commit": [{"memory_updates": []}]})
->>> result = asyncio.run(Orchestrator(brain=brain).run_turn("s", "hi"))
+>>> result = asyncio.run(demo_orchestrator(brain=brain).run_turn("s", "hi"))
 >>> result.answer, brain.requests[1].repair is not None
 ('hello', True)
 """
@@ -23,14 +24,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import BrainError
 from hermes_fsm.events.model import Event
 from hermes_fsm.events.sinks import SinkHost
+from hermes_fsm.graph.model import Graph
 
-__all__ = ["HANG", "ScriptedBrain", "capture_events"]
+__all__ = ["HANG", "ScriptedBrain", "capture_events", "demo_orchestrator"]
 
 
 class _Hang:
@@ -112,6 +118,27 @@ def capture_events(orchestrator: SinkHost) -> Iterator[_Capture]:
         yield capture
     finally:
         orchestrator.remove_sink(capture)
+
+
+def demo_orchestrator(graph: Graph | str | Path | None = None, **overrides: Any) -> Orchestrator:
+    """An orchestrator over the bundled demo: the offline rules brain and the demo tools
+    (unless ``brain=`` or ``tools=`` is given), in-process memory, no session store, no
+    MCP server: nothing to start, nothing written to disk.
+
+    ``graph`` and the keyword arguments are :class:`~hermes_fsm.engine.orchestrator.
+    Orchestrator`'s. For an orchestrator as a configuration says, see
+    :func:`hermes_fsm.config.build_orchestrator`.
+
+    >>> import asyncio
+    >>> result = asyncio.run(demo_orchestrator().run_turn("s1", "How many A1001 are left?"))
+    >>> result.status, result.path[0] == result.path[-1] == "IDLE"
+    ('completed', True)
+    """
+    if "brain" not in overrides:
+        overrides["brain"] = RulesBrain()
+    if "tools" not in overrides:
+        overrides["tools"] = build_demo_registry()
+    return Orchestrator(graph, **overrides)
 
 
 ScriptEntry = Any | Callable[[BrainRequest], Any]

@@ -10,6 +10,7 @@ import pytest
 from hermes_fsm import Orchestrator
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.sources import FixedClock, SequentialIds
+from hermes_fsm.testing import demo_orchestrator
 from tests.support import graph_with
 
 # a module that fails on import on purpose (the graph loader must report it)
@@ -23,7 +24,7 @@ def make_orchestrator() -> Callable[..., Orchestrator]:
     def make(graph: Graph | None = None, **kwargs: Any) -> Orchestrator:
         kwargs.setdefault("clock", FixedClock())
         kwargs.setdefault("ids", SequentialIds())
-        return Orchestrator(graph if graph is not None else graph_with(), **kwargs)
+        return demo_orchestrator(graph if graph is not None else graph_with(), **kwargs)
 
     return make
 

@@ -20,7 +20,7 @@ from hermes_fsm.errors import MemoryStoreError, SessionArchived, StoreError, Usa
 from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.sources import FixedClock
 from hermes_fsm.store import InMemoryStore
-from hermes_fsm.testing import HANG, ScriptedBrain
+from hermes_fsm.testing import HANG, ScriptedBrain, demo_orchestrator
 from tests.store.conftest import dispose_store, make_store
 from tests.support import happy_script
 
@@ -50,8 +50,9 @@ class Rules(RulesBrain):
 
 def durable(store: Any, brain: Any = None, memory: Any = None, **kwargs: Any) -> Orchestrator:
     """An orchestrator on ``store`` that folds history into its summary every few turns."""
-    return Orchestrator(store=store, brain=brain or Rules(), memory=memory or InProcessMemory(),
-                        clock=FixedClock(), history_window=4, **kwargs)  # ids: unique per process
+    return demo_orchestrator(store=store, brain=brain or Rules(),
+                             memory=memory or InProcessMemory(), clock=FixedClock(),
+                             history_window=4, **kwargs)  # ids: unique per process
 
 
 async def talk(orchestrator: Orchestrator, session: str, *texts: str,
@@ -190,8 +191,8 @@ async def test_a_dry_run_only_says_what_would_be_archived(store: Any) -> None:
 async def test_a_session_with_a_turn_running_is_skipped(store: Any) -> None:
     orchestrator = durable(store)
     await talk(orchestrator, "s1", CONSTRAINT)
-    assert orchestrator._durable is not None
-    hold = await orchestrator._durable.lease.acquire("s1", 0.0)
+    assert orchestrator.durable is not None
+    hold = await orchestrator.durable.lease.acquire("s1", 0.0)
     assert hold is not None
     try:
         (result,) = await orchestrator.archive_idle(timedelta(0), now=LATER)
@@ -226,7 +227,7 @@ async def test_archiving_again_after_a_crash_writes_nothing_twice(
     memory = InProcessMemory()
     orchestrator = durable(store, memory=memory)
     await talk(orchestrator, "s1", CONSTRAINT, "hello")
-    assert orchestrator._durable is not None
+    assert orchestrator.durable is not None
 
     async def lost(session_id: str, summary: str) -> None:
         raise StoreError("connection lost")
@@ -234,12 +235,12 @@ async def test_archiving_again_after_a_crash_writes_nothing_twice(
     with monkeypatch.context() as patch:  # memory written, then the store fails
         patch.setattr(store, "archive", lost)
         with pytest.raises(StoreError):
-            await archive_session(orchestrator._durable, "s1", now=LATER)
+            await archive_session(orchestrator.durable, "s1", now=LATER)
     written = len(await memory.items("alice"))
     assert written > 0 and not (await store.get("s1")).archived
 
-    again = await archive_session(orchestrator._durable, "s1", now=LATER)
-    third = await archive_session(orchestrator._durable, "s1", now=LATER)
+    again = await archive_session(orchestrator.durable, "s1", now=LATER)
+    third = await archive_session(orchestrator.durable, "s1", now=LATER)
     assert (again.status, third.status, third.detail) == ("archived", "skipped",
                                                           "already archived")
     assert len(await memory.items("alice")) == written == again.memory_items
@@ -262,7 +263,7 @@ async def test_a_failing_brain_summary_falls_back_when_archiving(store: Any) -> 
 
 async def test_archiving_needs_a_store_and_a_sensible_age() -> None:
     with pytest.raises(UsageError, match="store"):
-        await Orchestrator().archive_idle(timedelta(minutes=30))
+        await demo_orchestrator().archive_idle(timedelta(minutes=30))
     with pytest.raises(UsageError, match="negative"):
         await durable(InMemoryStore()).archive_idle(timedelta(minutes=-1))
 

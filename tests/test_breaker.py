@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import Orchestrator
+from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.errors import MemoryStoreError
@@ -76,7 +76,7 @@ async def test_a_tool_failing_in_another_process_is_open_for_a_fresh_orchestrato
     log, cfg = shared_log
     await log.record(failures(4))
     clock = FixedClock(start=T0)
-    orchestrator = Orchestrator.from_config(cfg, clock=clock, ids=SequentialIds())
+    orchestrator = build_orchestrator(cfg, clock=clock, ids=SequentialIds())
     try:
         breaker = orchestrator.services.tools.breaker
         assert isinstance(breaker, ExperienceBreaker)
@@ -98,8 +98,8 @@ async def test_a_tool_failing_in_another_process_is_open_for_a_fresh_orchestrato
 async def test_below_the_minimum_sample_count_nothing_trips(shared_log):
     log, cfg = shared_log
     await log.record(failures(2))  # min_calls is 3
-    orchestrator = Orchestrator.from_config(cfg, clock=FixedClock(start=T0),
-                                            ids=SequentialIds())
+    orchestrator = build_orchestrator(cfg, clock=FixedClock(start=T0),
+                                      ids=SequentialIds())
     try:
         result = await orchestrator.run_turn("s1", ASK, user_id="u1")
         assert called(result) == ["inventory_lookup"]

@@ -6,10 +6,10 @@ import asyncio
 import random
 from typing import Any
 
-from hermes_fsm import Orchestrator
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.demo.tools import inventory_data
+from hermes_fsm.testing import demo_orchestrator
 
 
 class InterleavingBrain:
@@ -27,7 +27,7 @@ class InterleavingBrain:
 
 
 async def test_a_thousand_concurrent_turns_on_a_thousand_sessions_stay_separate():
-    orchestrator = Orchestrator(brain=InterleavingBrain(seed=7))
+    orchestrator = demo_orchestrator(brain=InterleavingBrain(seed=7))
     items = inventory_data()["items"]
     warehouses = ["east", "north", "south", "west"]
     asks = []

@@ -15,15 +15,16 @@ from hermes_fsm.brain.prompt import chat_messages, history_block, memory_block, 
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.brain.tokens import CalibratedCounter, HeuristicCounter
+from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.contracts.states import Intent
-from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.context import ContextBuilder, ContextConfig, apply_fold
 from hermes_fsm.errors import ConfigError, ContextOverflow
 from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import parse_recording, recording_text
 from hermes_fsm.memory import MemoryItem, format_recall
 from hermes_fsm.replay import Replayer
-from hermes_fsm.testing import ScriptedBrain
+from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
 from tests.support import happy_script
 
 COUNT = HeuristicCounter()
@@ -137,16 +138,16 @@ def test_a_tokenizer_file_is_found_next_to_the_config_file(tmp_path: Any) -> Non
     shutil.copy(minilm_files()[1], tmp_path / "conf" / "tokenizer.json")
     path = tmp_path / "conf" / "hermes.yaml"
     path.write_text("mcp_servers: {}\ncontext: {tokenizer: tokenizer.json}\n", encoding="utf-8")
-    orchestrator = Orchestrator.from_config(load_config(path, environ={}))
+    orchestrator = build_orchestrator(load_config(path, environ={}))
     assert orchestrator.context.counter.name == "tokenizer:tokenizer.json"
     assert orchestrator.context.counter.count("hello world") == 2
 
 
-def test_an_orchestrator_from_config_uses_the_configured_budget(tmp_path: Any) -> None:
+def test_an_orchestrator_built_from_config_uses_the_configured_budget(tmp_path: Any) -> None:
     path = tmp_path / "hermes.yaml"
     path.write_text("mcp_servers: {}\ncontext: {max_context_tokens: 3000, "
                     "reserved_output_tokens: 500}\n", encoding="utf-8")
-    orchestrator = Orchestrator.from_config(load_config(path, environ={}))
+    orchestrator = build_orchestrator(load_config(path, environ={}))
     assert orchestrator.context.budget.window == 3_000
     assert orchestrator.context.budget.available == 2_500
 
@@ -307,7 +308,8 @@ async def test_over_http_an_input_over_its_cap_is_a_422_naming_the_budget() -> N
     from hermes_fsm.server import create_app
     from tests.http_support import served
 
-    app = create_app(Orchestrator(context=ContextConfig(caps={"input": 50})), tokens={"t": "a"})
+    app = create_app(demo_orchestrator(context=ContextConfig(caps={"input": 50})),
+                     tokens={"t": "a"})
     async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
         response = await http.post("/v1/sessions/s1/turns", json={"text": "word " * 200},
                                    headers={"Authorization": "Bearer t"})
@@ -430,6 +432,26 @@ async def test_history_over_its_limits_is_folded_into_the_rolling_summary(
     assert last.summary == fold.summary and CONSTRAINT not in [m["content"] for m in
                                                                last.history]
     assert "before Friday 5pm" in chat_messages(last)[1]["content"]
+
+
+async def test_the_builder_only_says_what_to_fold_the_event_applied_folds_it(
+        make_orchestrator: Any) -> None:
+    orchestrator = make_orchestrator(history_window=4)
+    for text in (CONSTRAINT, QUESTION):
+        await orchestrator.run_turn("s1", text, user_id="u1")
+    session = orchestrator.session("s1", "u1")
+    before = [dict(m) for m in session.history]
+    turn = orchestrator.new_turn(session, "hello", "u1", turn_id="t-next")
+
+    built, fields = await orchestrator.context.build(turn, request())
+
+    assert fields["folded"] == 4 and CONSTRAINT in fields["summary"]
+    assert built.summary == fields["summary"] and built.history == ()
+    assert session.history == before and session.summary == ""  # nothing written
+    assert len(turn.history) == 4
+    apply_fold(turn, fields)
+    assert session.history == [] and session.summary == fields["summary"]
+    assert turn.history == ()
 
 
 async def test_the_rolling_summary_stays_within_budget_over_many_turns(

@@ -10,11 +10,10 @@ from typing import Any
 import psycopg
 import pytest
 
-from hermes_fsm import Orchestrator
 from hermes_fsm.errors import StoreError
 from hermes_fsm.store.lease import RedisLease
 from hermes_fsm.store.postgres import PostgresStore
-from hermes_fsm.testing import ScriptedBrain
+from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
 from tests.memory.conftest import PG_URL, REDIS_URL, need
 from tests.support import graph_with, happy_script
 
@@ -63,7 +62,7 @@ async def test_a_postgres_connection_terminated_mid_turn_is_replaced_and_the_tur
         assert await terminate_backends(store.application_name) >= 1
 
     brain = ActingBrain("RESPONSE", drop)
-    result = await Orchestrator(graph_with(), brain=brain, store=store).run_turn(
+    result = await demo_orchestrator(graph_with(), brain=brain, store=store).run_turn(
         "s1", "how many?", user_id="u1")
     assert brain.acted and result.status == "completed"
     events = await contiguous(store, "s1")
@@ -71,7 +70,7 @@ async def test_a_postgres_connection_terminated_mid_turn_is_replaced_and_the_tur
 
 
 async def test_an_append_whose_connection_keeps_dropping_fails_cleanly_and_resumes(store):
-    orchestrator = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    orchestrator = demo_orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
     await store.open()
     real_write = store._write
 
@@ -88,7 +87,7 @@ async def test_an_append_whose_connection_keeps_dropping_fails_cleanly_and_resum
     assert (await store.get("s1")).state == "RESULT"  # the last step that got through
     await contiguous(store, "s1")
 
-    fresh = Orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
+    fresh = demo_orchestrator(graph_with(), brain=ScriptedBrain(happy_script()), store=store)
     result = await fresh.resume("s1")
     assert result is not None and result.status == "completed"
     events = await contiguous(store, "s1")
@@ -110,8 +109,8 @@ async def test_redis_connections_dropped_mid_turn_leave_the_turn_and_the_lease_w
                 await admin.client_kill_filter(_id=client["id"])
         await asyncio.sleep(0.25)  # a renewal runs on a dropped connection meanwhile
 
-    orchestrator = Orchestrator(graph_with(), brain=ActingBrain("RESPONSE", drop),
-                                store=store, lease=lease)
+    orchestrator = demo_orchestrator(graph_with(), brain=ActingBrain("RESPONSE", drop),
+                                     store=store, lease=lease)
     try:
         result = await orchestrator.run_turn("s1", "how many?", user_id="u1")
         assert result.status == "completed"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -340,8 +341,8 @@ async def test_a_session_belongs_to_its_user(make_orchestrator):
 async def test_a_dropped_session_is_forgotten_and_starts_afresh(make_orchestrator):
     orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()))
     await orchestrator.run_turn("s1", "How many A1001?", user_id="alice")
-    orchestrator.drop_session("s1")
-    orchestrator.drop_session("never-seen")  # unknown: nothing to forget
+    orchestrator.session_cache.discard("s1")
+    orchestrator.session_cache.discard("never-seen")  # unknown: nothing to forget
     assert "s1" not in orchestrator.sessions()
     result = await orchestrator.run_turn("s1", "How many A1001?", user_id="mallory")
     assert result.events[0].seq == 1 and orchestrator.sessions()["s1"].user_id == "mallory"
@@ -451,3 +452,115 @@ async def test_without_an_event_log_turns_and_their_events_are_the_same_but_not_
     assert session.seq == kept.session("s1").seq and len(session.history) == 4
     assert session.events == [] and session.event_lines() == [] and \
         session.events_after(0) == []
+
+
+# --- turn hooks ----------------------------------------------------------------------------
+
+
+class RecordingHook:
+    """A hook at every point (plain and async methods), noting what each call got."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    def pre_turn(self, *, session, turn, resumed, **future_kwargs):
+        self.calls.append(("pre_turn", {"session": session, "turn": turn, "resumed": resumed,
+                                        "events": len(turn.events), **future_kwargs}))
+
+    async def post_step(self, *, session, turn, source, dest, **future_kwargs):
+        self.calls.append(("post_step", {"session": session, "turn": turn, "source": source,
+                                         "dest": dest, "state": session.state,
+                                         "events": len(turn.events), **future_kwargs}))
+
+    async def post_turn(self, *, session, turn, result, **future_kwargs):
+        self.calls.append(("post_turn", {"session": session, "turn": turn, "result": result,
+                                         "state": session.state, **future_kwargs}))
+
+    def turn_failed(self, *, session, turn, exception, **future_kwargs):
+        self.calls.append(("turn_failed", {"session": session, "turn": turn,
+                                           "exception": exception, "state": session.state,
+                                           **future_kwargs}))
+
+
+async def test_a_turn_hook_is_called_at_each_point_with_its_arguments(make_orchestrator):
+    hook = RecordingHook()
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(plan=[PLAN_LOOKUP])),
+                                     hooks=[hook])
+    result = await orchestrator.run_turn("s1", "How many A1001?")
+
+    session = orchestrator.session("s1")
+    points = [point for point, _ in hook.calls]
+    assert points == ["pre_turn", *["post_step"] * (len(SEVEN) - 2), "post_turn"]
+    assert all(call["session"] is session for _, call in hook.calls)
+    turn = hook.calls[0][1]["turn"]
+    assert turn.turn_id == result.turn_id and all(c["turn"] is turn for _, c in hook.calls)
+    assert hook.calls[0][1]["resumed"] is False and hook.calls[0][1]["events"] == 0
+    steps = [(c["source"], c["dest"], c["state"]) for p, c in hook.calls if p == "post_step"]
+    assert steps == [(a, b, b) for a, b in pairwise(SEVEN[:-1])]
+    # each step's events are in the turn when its hook runs: the last is its state_entered
+    for _, call in hook.calls[1:-1]:
+        entered = result.events[call["events"] - 1]
+        assert (entered.kind, entered.state) == ("state_entered", call["dest"])
+    assert hook.calls[-1][1]["result"] is result and hook.calls[-1][1]["state"] == "IDLE"
+
+
+async def test_a_retry_is_a_step_from_the_state_to_itself(make_orchestrator):
+    hook = RecordingHook()
+    brain = brain_for("INTENT", [BAD_OUTPUT["INTENT"], INTENT_TOOLS])
+    await make_orchestrator(brain=brain, hooks=[hook]).run_turn("s1", "How many A1001?")
+    steps = [(c["source"], c["dest"]) for p, c in hook.calls if p == "post_step"]
+    assert steps[:3] == [("IDLE", "INTENT"), ("INTENT", "INTENT"), ("INTENT", "PLANNING")]
+
+
+async def test_a_hook_that_fails_fails_the_turn_and_the_failed_hooks_get_its_exception(
+        make_orchestrator):
+    class Refuse:
+        def post_step(self, *, dest, **future_kwargs):
+            if dest == "EXECUTION":
+                raise RuntimeError("the audit log is down")
+
+    hook = RecordingHook()
+    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script(plan=[PLAN_LOOKUP])),
+                                     hooks=[Refuse(), hook])
+    with pytest.raises(RuntimeError, match="audit log") as raised:
+        await orchestrator.run_turn("s1", "How many A1001?")
+
+    point, call = hook.calls[-1]
+    assert point == "turn_failed" and call["exception"] is raised.value
+    assert call["state"] == "IDLE" == orchestrator.session("s1").state  # aborted first
+    assert [c["dest"] for p, c in hook.calls if p == "post_step"] == ["INTENT", "PLANNING"]
+    assert not orchestrator.session("s1").busy
+
+
+async def test_a_cancelled_turn_calls_turn_failed(make_orchestrator):
+    hook = RecordingHook()
+    orchestrator = make_orchestrator(brain=brain_for("RESPONSE", [HANG]), hooks=[hook])
+    task = asyncio.create_task(orchestrator.run_turn("s1", "How many A1001?"))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    point, call = hook.calls[-1]
+    assert point == "turn_failed" and isinstance(call["exception"], asyncio.CancelledError)
+
+
+async def test_a_hook_with_future_kwargs_names_only_what_it_needs_and_gets_the_rest(
+        make_orchestrator):
+    class Dests:  # written against fewer arguments than the engine passes
+        def __init__(self):
+            self.dests, self.rest = [], set()
+
+        def post_step(self, *, dest, **future_kwargs):
+            self.dests.append(dest)
+            self.rest |= set(future_kwargs)
+
+    hook = Dests()
+    result = await make_orchestrator(brain=ScriptedBrain(happy_script(plan=[PLAN_LOOKUP])),
+                                     hooks=[hook]).run_turn("s1", "How many A1001?")
+    assert hook.dests == result.path[1:-1]
+    assert hook.rest == {"session", "turn", "source"}
+
+
+def test_an_object_with_no_hook_method_is_refused(make_orchestrator):
+    with pytest.raises(UsageError, match="not a turn hook"):
+        make_orchestrator(hooks=[object()])

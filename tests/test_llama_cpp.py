@@ -22,8 +22,8 @@ from typing import Any
 import httpx
 import pytest
 
-from hermes_fsm import Orchestrator
 from hermes_fsm.brain.openai import OpenAIBrain
+from hermes_fsm.testing import demo_orchestrator
 from tests.support import graph_with
 
 QUESTIONS = [
@@ -95,7 +95,7 @@ def turns(llama_server: str) -> list[Any]:
     async def run() -> list[Any]:
         brain = OpenAIBrain(llama_server, "smollm2", temperature=0.0, max_tokens=160,
                             timeout_s=60)
-        orchestrator = Orchestrator(graph_with(budget_s=60), brain=brain)
+        orchestrator = demo_orchestrator(graph_with(budget_s=60), brain=brain)
         try:
             return [await orchestrator.run_turn("llama-session", q, user_id="alice")
                     for q in QUESTIONS]

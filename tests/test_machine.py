@@ -86,8 +86,8 @@ def test_importing_and_running_changes_no_logger_the_application_configured() ->
                 importlib.import_module(info.name)
             except ImportError:  # an optional extra that is not installed
                 pass
-        from hermes_fsm import Orchestrator
-        result = asyncio.run(Orchestrator().run_turn("s1", "How many A1001 are left?"))
+        from hermes_fsm.testing import demo_orchestrator
+        result = asyncio.run(demo_orchestrator().run_turn("s1", "How many A1001 are left?"))
         assert result.status == "completed", result.status
         after = snapshot()
         assert after == before, (before, after)

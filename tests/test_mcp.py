@@ -26,8 +26,8 @@ import yaml
 from mcp import MCPError
 from mcp.types import HEADER_MISMATCH
 
-from hermes_fsm import Orchestrator
 from hermes_fsm.cli.main import main
+from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, MCPServerConfig
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.tools import Fallback, default_tool_contract_dir, load_tool_contract
@@ -340,7 +340,7 @@ async def test_a_pinned_contract_that_matches_governs_the_mcp_tool() -> None:
 
 
 async def test_the_default_turn_calls_a_local_tool_and_an_mcp_tool_and_answers_342() -> None:
-    async with asyncio.timeout(BOUND), Orchestrator.from_config(HermesConfig()) as orchestrator:
+    async with asyncio.timeout(BOUND), build_orchestrator(HermesConfig()) as orchestrator:
         result = await orchestrator.run_turn(
             None, "How many A1001 are left in the east warehouse?")
     finished = [e for e in result.events if e.kind == "tool_call_finished"]

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm import Orchestrator
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import BrainConfig
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
+from hermes_fsm.testing import demo_orchestrator
 from tests.fake_chat_server import FakeChatServer, Reply
 from tests.http_support import served
 from tests.support import INTENT_CHAT, INTENT_TOOLS, MEMORY_NONE, PLAN_EMPTY, PLAN_LOOKUP
@@ -175,7 +176,7 @@ async def test_a_tool_turn_runs_against_the_server_with_usage_in_every_brain_cal
         fake: Any) -> None:
     server, url = fake
     tool_turn(server)
-    orchestrator = Orchestrator(brain=OpenAIBrain(url, "fake-model"))
+    orchestrator = demo_orchestrator(brain=OpenAIBrain(url, "fake-model"))
 
     result = await orchestrator.run_turn("s1", "How many A1001 are left in the east?")
     await orchestrator.aclose()
@@ -189,7 +190,7 @@ async def test_a_tool_turn_runs_against_the_server_with_usage_in_every_brain_cal
 async def test_the_answer_is_streamed_as_token_chunks(fake: Any) -> None:
     server, url = fake
     tool_turn(server)
-    orchestrator = Orchestrator(brain=OpenAIBrain(url, "fake-model"))
+    orchestrator = demo_orchestrator(brain=OpenAIBrain(url, "fake-model"))
 
     result = await orchestrator.run_turn("s1", "How many A1001 are left in the east?")
     await orchestrator.aclose()
@@ -207,7 +208,7 @@ async def test_output_that_is_not_json_is_a_contract_violation_retried_with_the_
     server.script("intent", "Sure! The intent is smalltalk.", INTENT_CHAT)
     server.script("response", RESPONSE)
     server.script("memory_commit", MEMORY_NONE)
-    orchestrator = Orchestrator(brain=OpenAIBrain(url, "fake-model"))
+    orchestrator = demo_orchestrator(brain=OpenAIBrain(url, "fake-model"))
 
     result = await orchestrator.run_turn("s1", "hello")
     await orchestrator.aclose()
@@ -224,7 +225,7 @@ async def test_an_out_of_bounds_value_is_refused_and_repaired(fake: Any) -> None
     server.script("intent", {**INTENT_CHAT, "confidence": 10}, INTENT_CHAT)
     server.script("response", RESPONSE)
     server.script("memory_commit", MEMORY_NONE)
-    orchestrator = Orchestrator(brain=OpenAIBrain(url, "fake-model"))
+    orchestrator = demo_orchestrator(brain=OpenAIBrain(url, "fake-model"))
 
     result = await orchestrator.run_turn("s1", "hello")
     await orchestrator.aclose()
@@ -235,12 +236,12 @@ async def test_an_out_of_bounds_value_is_refused_and_repaired(fake: Any) -> None
     assert "confidence" in second["messages"][-1]["content"]
 
 
-def test_from_config_builds_the_openai_brain() -> None:
+def test_build_orchestrator_builds_the_openai_brain() -> None:
     from hermes_fsm.config.settings import HermesConfig
 
     config = HermesConfig(brain=BrainConfig(kind="openai", base_url="http://127.0.0.1:1/v1",
                                             model="m"), mcp_servers={})
-    orchestrator = Orchestrator.from_config(config)
+    orchestrator = build_orchestrator(config)
 
     assert isinstance(orchestrator.services.brain, OpenAIBrain)
     assert orchestrator.services.brain.endpoint == "http://127.0.0.1:1/v1/chat/completions"
@@ -354,7 +355,7 @@ async def test_a_streamed_turn_records_the_answers_usage_in_its_brain_call() -> 
     server = FakeChatServer(stream_usage=False, tokenize="llama-cpp-python")
     tool_turn(server)
     async with served(server.app()) as root:
-        orchestrator = Orchestrator(brain=OpenAIBrain(f"{root}/v1", "fake-model"))
+        orchestrator = demo_orchestrator(brain=OpenAIBrain(f"{root}/v1", "fake-model"))
         result = await orchestrator.run_turn("s1", "How many A1001 are left in the east?")
         await orchestrator.aclose()
 

@@ -23,7 +23,7 @@ from hermes_fsm.events.recording import (
 )
 from hermes_fsm.events.sinks import ListSink
 from hermes_fsm.replay import Replayer, ReplayFailed, offline_catalog
-from hermes_fsm.testing import ScriptedBrain
+from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
 from hermes_fsm.tools.registry import ToolRegistry
 from tests.support import happy_script
 
@@ -129,7 +129,7 @@ def test_a_tool_call_with_different_arguments_is_a_divergence(tmp_path):
 
 
 async def test_a_recording_sink_writes_a_recording_that_replays(tmp_path):
-    orchestrator = Orchestrator(brain=ScriptedBrain(happy_script()))
+    orchestrator = demo_orchestrator(brain=ScriptedBrain(happy_script()))
     sink = RecordingSink(tmp_path, orchestrator)
     orchestrator.add_sink(sink)
     await orchestrator.run_turn("sess/1", "How many A1001?", user_id="erin")
@@ -361,7 +361,7 @@ def test_a_rerun_builds_no_contexts_unless_asked_and_finds_the_same(monkeypatch)
 async def test_a_rerun_reports_a_message_over_todays_input_cap(build_contexts):
     from hermes_fsm.engine.context import ContextConfig
 
-    roomy = Orchestrator(context=ContextConfig(max_context_tokens=128_000))
+    roomy = demo_orchestrator(context=ContextConfig(max_context_tokens=128_000))
     await roomy.run_turn("s1", "please read this " * 1000)
     recording = parse_recording(recording_text(roomy, "s1"), "<roomy>")
     replayer = Replayer(build_contexts=build_contexts)
@@ -478,10 +478,10 @@ async def test_a_recall_counted_by_another_token_counter_reruns_clean():
         def count(self, text: str) -> int:
             return len(text.encode())
 
-    recorder = Orchestrator(context=ContextBuilder(counter=BytesCounter()))
+    recorder = demo_orchestrator(context=ContextBuilder(counter=BytesCounter()))
     await recorder.run_turn("s1", "I prefer email", user_id="u1")
     await recorder.run_turn("s1", "How should you contact me? email?", user_id="u1")
-    default = Orchestrator()
+    default = demo_orchestrator()
     for text in ("I prefer email", "How should you contact me? email?"):
         await default.run_turn("s1", text, user_id="u1")
     recording = parse_recording(recording_text(recorder, "s1"), "<bytes>")

@@ -18,6 +18,7 @@ from hermes_fsm.replay.fakes import ReplayExecutor
 from hermes_fsm.server.app import ServedOrchestrator
 from hermes_fsm.server.health import ReadinessSource
 from hermes_fsm.server.hub import EventLogs, TurnRunner
+from hermes_fsm.testing import demo_orchestrator
 from hermes_fsm.tools.executor import ToolExecutor, ToolRunner
 
 SEAMS: list[type[Any]] = [RecordingSource, SinkHost, ReadinessSource, EventLogs, TurnRunner,
@@ -32,7 +33,7 @@ def _members(protocol: type[Any]) -> set[str]:
 
 
 def test_an_orchestrator_is_each_seam_the_layers_above_take() -> None:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     recording: RecordingSource = orchestrator
     sinks: SinkHost = orchestrator
     readiness: ReadinessSource = orchestrator
@@ -49,9 +50,10 @@ def test_an_orchestrator_has_every_member_of(protocol: type[Any]) -> None:
     members = _members(protocol)
     assert members  # a protocol that names nothing checks nothing
     assert [m for m in sorted(members) if not hasattr(Orchestrator, m)
-            and not hasattr(Orchestrator(), m)] == []
+            and not hasattr(demo_orchestrator(), m)] == []
 
 
 def test_both_executors_run_tools_for_the_engine() -> None:
-    executors: list[ToolRunner] = [ToolExecutor(Orchestrator().services.tools), ReplayExecutor()]
+    tools = demo_orchestrator().services.tools
+    executors: list[ToolRunner] = [ToolExecutor(tools), ReplayExecutor()]
     assert all(callable(e.execute) for e in executors)

@@ -14,6 +14,7 @@ from hermes_fsm import Orchestrator
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.server import create_app
+from hermes_fsm.testing import demo_orchestrator
 from tests.http_support import read_sse, served
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
@@ -43,7 +44,7 @@ class GatedBrain:
 
 @pytest.fixture
 async def orchestrator() -> Orchestrator:
-    return Orchestrator()
+    return demo_orchestrator()
 
 
 @pytest.fixture
@@ -372,7 +373,7 @@ async def test_the_openapi_document_describes_every_endpoint(client: httpx.Async
 
 
 async def test_without_tokens_the_user_comes_from_the_body() -> None:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     async with served(create_app(orchestrator)) as url, httpx.AsyncClient(base_url=url) as http:
         response = await http.post("/v1/sessions/s1/turns",
                                    json={"text": QUESTION, "user_id": "carol"})
@@ -482,7 +483,7 @@ async def asgi_post(app: Any, path: str, body: dict[str, Any], headers: dict[str
 
 
 async def test_a_stream_sends_its_events_in_bursts_and_the_result_with_the_last_one() -> None:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
 
     sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
@@ -498,7 +499,7 @@ async def test_a_stream_sends_its_events_in_bursts_and_the_result_with_the_last_
 
 
 async def test_two_apps_on_one_orchestrator_each_stream_only_their_own_turns() -> None:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     create_app(orchestrator, tokens=TOKENS)  # a first app, attached as a sink too
     app = create_app(orchestrator, tokens=TOKENS)
 
@@ -517,7 +518,7 @@ async def test_two_apps_on_one_orchestrator_each_stream_only_their_own_turns() -
 async def test_a_streamed_turn_sends_the_bytes_each_event_object_would_write() -> None:
     from hermes_fsm.server.wire import sse
 
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
 
     sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
@@ -553,7 +554,7 @@ async def test_an_object_sink_beside_the_hub_gets_every_event_as_before() -> Non
     from hermes_fsm.events import ListSink
 
     sink = ListSink()
-    orchestrator = Orchestrator(sinks=[sink])
+    orchestrator = demo_orchestrator(sinks=[sink])
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
 
     sent = await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, STREAM)
@@ -577,7 +578,7 @@ async def test_a_turn_goes_through_middleware_added_to_the_app() -> None:
             seen.append(scope["path"])
             await self.app(scope, receive, send)
 
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
     app.add_middleware(Tag)
 
@@ -588,7 +589,7 @@ async def test_a_turn_goes_through_middleware_added_to_the_app() -> None:
 
 
 async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
 
     def broken() -> Any:
@@ -610,7 +611,7 @@ async def test_a_turn_on_the_app_mounted_under_a_prefix_is_served() -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    orchestrator = Orchestrator()
+    orchestrator = demo_orchestrator()
     inner = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
     outer = Starlette(routes=[Mount("/agent", app=inner)])
 

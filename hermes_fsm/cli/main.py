@@ -34,6 +34,7 @@ from hermes_fsm.cli.view import (
     render_graph,
     run_view,
 )
+from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, load_config
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
@@ -170,7 +171,7 @@ def _configure_logging(config: HermesConfig) -> None:
 
 
 def _orchestrator(config: HermesConfig, printer: EventSink) -> Orchestrator:
-    orchestrator = Orchestrator.from_config(config)
+    orchestrator = build_orchestrator(config)
     orchestrator.add_sink(printer)
     return orchestrator
 

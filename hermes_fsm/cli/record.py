@@ -35,8 +35,8 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
     Raises:
         SessionError: the store has no such session.
     """
+    from hermes_fsm.config.build import build_orchestrator
     from hermes_fsm.config.store import build_store
-    from hermes_fsm.engine.orchestrator import Orchestrator
     from hermes_fsm.events.recording import recording_header
 
     store = build_store(config)
@@ -50,7 +50,7 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
         events = EVENTS_ADAPTER.validate_python(await store.events_after(session_id, 0))
     finally:
         await store.close()
-    orchestrator = Orchestrator.from_config(config, mcp_servers=None)
+    orchestrator = build_orchestrator(config, mcp_servers=None)
     header = recording_header(orchestrator, session_id, record.user_id)
     lines = [header.model_dump_json(), *(e.model_dump_json() for e in events)]
     return "\n".join(lines) + "\n"

@@ -70,9 +70,9 @@ def run_sessions(args: argparse.Namespace, config: Any, out: TextIO) -> int:
 
 async def _archive(config: Any, idle: timedelta, dry_run: bool, as_json: bool,
                    out: TextIO) -> int:
-    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.config.build import build_orchestrator
 
-    orchestrator = Orchestrator.from_config(config, sinks=())
+    orchestrator = build_orchestrator(config, sinks=())
     try:
         if orchestrator.store is None:
             raise UsageError("the configuration keeps sessions in memory (sessions.store: "

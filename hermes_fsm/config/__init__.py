@@ -2,6 +2,8 @@
 
 - :mod:`~hermes_fsm.config.settings`: :class:`HermesConfig` (YAML file + ``HERMES_*``
   environment variables) and :func:`load_config`;
+- :mod:`~hermes_fsm.config.build`: :func:`build_orchestrator`, an orchestrator as the
+  configuration says (every concrete backend is picked there);
 - :mod:`~hermes_fsm.config.memory`, :mod:`~hermes_fsm.config.store`,
   :mod:`~hermes_fsm.config.toolbox`: the memory tiers, session store and lease, tools and MCP
   servers a configuration asks for.
@@ -9,6 +11,7 @@
 
 from __future__ import annotations
 
+from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, load_config
 
-__all__ = ["HermesConfig", "load_config"]
+__all__ = ["HermesConfig", "build_orchestrator", "load_config"]

@@ -40,7 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
-from hermes_fsm.engine.context import ContextConfig
+from hermes_fsm.engine.budget import ContextConfig
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig

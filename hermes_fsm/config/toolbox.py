@@ -14,6 +14,7 @@ from typing import Any
 
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
+from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.sources import Clock
 from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
 from hermes_fsm.tools.executor import ToolExecutor
@@ -46,8 +47,6 @@ class Toolbox:
             ContractError: a pinned tool contract is malformed.
         """
         if registry is None:
-            from hermes_fsm.demo.tools import build_demo_registry
-
             registry = build_demo_registry()
         perms = config.permissions
         registry.permissions = Permissions(

@@ -1,6 +1,6 @@
 """Archiving idle sessions: the summary goes to long-term memory, the session is closed.
 
-``DurableSessions.archive_idle(older_than)`` (``Orchestrator.archive_idle``, or
+:func:`archive_idle` (``Orchestrator.archive_idle(older_than)``, or
 ``hermes-fsm sessions archive --idle 30m``) takes every unarchived session of the store
 whose last write is older than ``older_than`` and:
 
@@ -28,13 +28,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Literal
+from typing import Literal
 
 from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.engine.durable import DurableSessions
 from hermes_fsm.errors import MemoryStoreError, UsageError
-
-if TYPE_CHECKING:
-    from hermes_fsm.engine.durable import DurableSessions
 
 __all__ = ["MAX_ITEMS", "ArchivedSession", "archive_idle", "archive_session", "memory_key"]
 
@@ -117,7 +115,7 @@ async def archive_session(durable: DurableSessions, session_id: str, *,
         return ArchivedSession(session_id, record.user_id, "skipped",
                                detail="a turn is running on it")
     try:
-        session, pending = await durable._load(session_id, record.user_id)
+        session, pending = await durable.load(session_id, record.user_id)
         messages = [dict(m) for m in session.history]
         if pending:  # a turn whose process died: its question still counts
             messages.append({"role": "user", "content": str(pending[0]["text"])})

@@ -34,9 +34,14 @@ summary until the history is at ``fold_target`` of those limits (so the summariz
 every few turns, not every turn). The brain writes the summary (its ``summarize``,
 under ``summary_timeout_s`` and at most half the state's timeout); a brain without one,
 or one that fails, times out or answers nothing, gets the extractive summarizer of
-:mod:`hermes_fsm.brain.summary`, and the event records why. The summary is part of the
-session's checkpoint; a session rebuilt from its events replays the folds
-(:func:`apply_context_event`).
+:mod:`hermes_fsm.brain.summary`, and the event records why. The builder writes no
+session state: the fold is in the ``context_built`` event (``folded``, ``summary``), and
+the engine applies the event to the running turn (:func:`apply_fold`) as it does to a
+session rebuilt from its events (:func:`apply_context_event`). The summary is part of
+the session's checkpoint.
+
+The configuration and the budget it resolves to are in :mod:`hermes_fsm.engine.budget`
+(re-exported here).
 
 Every brain request leaves a ``context_built`` event
 (:class:`~hermes_fsm.events.model.ContextBuilt`) with the tokens per part, the caps, what was
@@ -59,9 +64,7 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
 
 from hermes_fsm.brain.prompt import (
     OUTPUTS_HEADER,
@@ -77,107 +80,15 @@ from hermes_fsm.brain.prompt import (
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest, ToolDescription
 from hermes_fsm.brain.summary import compress_summary, extractive_summary, truncate_tokens
 from hermes_fsm.brain.tokens import CalibratedCounter, TokenCounter, build_counter
-from hermes_fsm.errors import BrainError, ConfigError, ContextOverflow
+from hermes_fsm.engine.budget import ContextBudget, ContextConfig
+from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.turn import TurnContext
+from hermes_fsm.errors import BrainError, ContextOverflow
 
-if TYPE_CHECKING:
-    from hermes_fsm.engine.turn import TurnContext
+__all__ = ["ContextBudget", "ContextBuilder", "ContextConfig", "ContextFold", "Summary",
+           "apply_context_event", "apply_fold"]
 
-__all__ = ["ContextBudget", "ContextBuilder", "ContextConfig", "Summary", "apply_context_event"]
-
-Part = Literal["memory", "tools", "history", "input"]
-PARTS: tuple[Part, ...] = ("memory", "tools", "history", "input")
-DEFAULT_SHARES: dict[Part, float] = {"memory": 0.15, "tools": 0.2, "history": 0.35,
-                                     "input": 0.2}
 _WORD = re.compile(r"[\u3400-\u9fff]|[^\W_]+")
-
-
-class ContextConfig(BaseModel):
-    """The ``context:`` section of the configuration (every field has a default).
-
-    ::
-
-        context:
-          max_context_tokens: 8192        # the model's window
-          models: {gpt-4o-mini: 128000}   # per model name (wins over max_context_tokens)
-          reserved_output_tokens: 1024    # kept free for the answer
-          shares: {memory: 0.15, tools: 0.2, history: 0.35, input: 0.2}  # of the budget
-          caps: {tools: 1500}             # tokens; a cap wins over the part's share
-          summary_share: 0.4              # of the history cap, for the rolling summary
-          fold_target: 0.5                # fold history down to this fraction of its limits
-          on_input_overflow: error        # or truncate
-          summary_timeout_s: 20
-          tokenizer: auto                 # heuristic | calibrated | path/to/tokenizer.json
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    max_context_tokens: int = Field(default=8192, ge=256)
-    models: dict[str, int] = {}
-    reserved_output_tokens: int = Field(default=1024, ge=0)
-    shares: dict[Part, float] = Field(default_factory=lambda: dict(DEFAULT_SHARES))
-    caps: dict[Part, int] = {}
-    summary_share: float = Field(default=0.4, gt=0.0, lt=1.0)
-    fold_target: float = Field(default=0.5, gt=0.0, le=1.0)
-    on_input_overflow: Literal["error", "truncate"] = "error"
-    summary_timeout_s: float = Field(default=20.0, gt=0.0)
-    tokenizer: str = "auto"
-
-    @model_validator(mode="after")
-    def _check(self) -> ContextConfig:
-        shares = {**DEFAULT_SHARES, **self.shares}
-        if bad := sorted(p for p, v in shares.items() if not 0.0 < v <= 1.0):
-            raise ValueError(f"shares of {bad} must be in (0, 1]")
-        if (total := sum(shares.values())) > 1.0 + 1e-9:
-            raise ValueError(f"shares add up to {total:.2f}; they split one budget (with the "
-                             "system prompt and the turn's outputs), keep their sum at most 1")
-        self.shares = shares
-        if bad := sorted(p for p, v in self.caps.items() if v < 1):
-            raise ValueError(f"caps of {bad} must be at least 1 token")
-        windows = {"max_context_tokens": self.max_context_tokens,
-                   **{f"models.{m}": w for m, w in self.models.items()}}
-        for where, window in windows.items():
-            if window - self.reserved_output_tokens < 128:
-                raise ValueError(f"reserved_output_tokens ({self.reserved_output_tokens}) "
-                                 f"leaves less than 128 tokens of {where} ({window}); "
-                                 "lower it or raise the window")
-        return self
-
-    def budget(self, model: str | None = None, max_output: int | None = None
-               ) -> ContextBudget:
-        """The budget for ``model`` (its ``models`` entry, else ``max_context_tokens``).
-
-        ``max_output``: the brain's own answer limit (``brain.max_tokens``); it is the
-        reserve unless ``reserved_output_tokens`` was set explicitly.
-
-        Raises:
-            ConfigError: ``max_output`` leaves less than 128 tokens of the window.
-        """
-        window = self.models.get(model, self.max_context_tokens) if model else \
-            self.max_context_tokens
-        reserved = self.reserved_output_tokens
-        if max_output is not None and "reserved_output_tokens" not in self.model_fields_set:
-            reserved = max_output
-            if window - reserved < 128:
-                raise ConfigError(f"brain.max_tokens ({max_output}) leaves less than 128 "
-                                  f"tokens of the context window ({window}) for the prompt; "
-                                  "lower it, or set context.max_context_tokens (or "
-                                  "context.models) to the model's real window")
-        available = window - reserved
-        caps: dict[str, int] = {p: self.caps.get(p, int(self.shares[p] * available))
-                                for p in PARTS}
-        return ContextBudget(window, reserved, available, caps,
-                             int(caps["history"] * self.summary_share))
-
-
-@dataclass(frozen=True, slots=True)
-class ContextBudget:
-    """A resolved budget: the window, the reserve, what a prompt may use, the part caps."""
-
-    window: int
-    reserved_output: int
-    available: int
-    caps: Mapping[str, int]
-    summary_cap: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +102,12 @@ class Summary:
     cut: bool = False
 
 
-@dataclass(slots=True)
-class _Fold:
+@dataclass(frozen=True, slots=True)
+class ContextFold:
+    """What a build folds into the session's rolling summary: its oldest ``folded``
+    messages go, ``summary`` replaces the summary. The builder only says so; the engine
+    applies it from the ``context_built`` event (:func:`apply_fold`)."""
+
     folded: int
     summary: Summary
 
@@ -219,7 +134,8 @@ class ContextBuilder:
                                          max_output if isinstance(max_output, int) else None)
         self.history_window = history_window
         self._outputs: dict[int, tuple[Any, str, int]] = {}  # id → (output, name, tokens)
-        self._last_history: tuple[Any, list[int]] | None = None  # (history, line costs)
+        # (history, line costs, turn): the last history measured, after its fold if any
+        self._last_history: tuple[Any, list[int], Any] | None = None
         self._header: tuple[Any, int] | None = None  # (counter ratio, tokens)
         self._tools: tuple[Any, Any, int] | None = None  # (tools list, ratio, tokens)
         self._settled: tuple[Any, str, Any] | None = None  # (history, summary, ratio): no fold
@@ -253,15 +169,18 @@ class ContextBuilder:
         event's fields.
 
         Folds old history into the session's rolling summary first when it is over its
-        limits (in effect once per turn: after a fold it fits).
+        limits (in effect once per turn: after a fold it fits). The fold is in the event's
+        fields (``folded``, ``summary``); the session is left as it is: the caller applies
+        the event (:func:`apply_fold`).
 
         Raises:
             ContextOverflow: the message is over its cap and ``on_input_overflow`` is error.
         """
         history = turn.history
         last = self._last_history
-        if last is not None and last[0] is history:  # the same turn asks again: counted
-            costs = last[1]
+        if last is not None and (last[0] is history  # the same turn asks again: counted
+                                 or (last[2] is turn and _same_items(last[0], history))):
+            costs = last[1]  # (the second: the same turn, its fold applied since)
         else:
             costs = self._costs(history)
         summary, ratio = turn.session.summary, getattr(self.counter, "ratio", None)
@@ -272,14 +191,15 @@ class ContextBuilder:
         else:
             fold = await self.fold(turn, costs)
         if fold is not None:
-            costs = costs[fold.folded:]
+            history, costs = history[fold.folded:], costs[fold.folded:]
+            summary = fold.summary.text
         else:
             self._settled = (history, summary, ratio)
-        self._last_history = (turn.history, costs)
-        return self.compose(request, turn.history, turn.session.summary, fold, costs)
+        self._last_history = (history, costs, turn)
+        return self.compose(request, history, summary, fold, costs)
 
     def compose(self, request: BrainRequest, history: Sequence[Mapping[str, str]],
-                summary: str, fold: _Fold | None = None, costs: Sequence[int] | None = None
+                summary: str, fold: ContextFold | None = None, costs: Sequence[int] | None = None
                 ) -> tuple[BrainRequest, dict[str, Any]]:
         """Fit ``request`` with ``history`` and ``summary`` to the budget (no folding).
 
@@ -378,9 +298,10 @@ class ContextBuilder:
     # --- the rolling summary --------------------------------------------------------------
 
     async def fold(self, turn: TurnContext, costs: Sequence[int] | None = None
-                   ) -> _Fold | None:
-        """Fold the oldest messages of the turn's session into its rolling summary when the
-        history is over its limits; ``None`` when nothing had to change.
+                   ) -> ContextFold | None:
+        """What to fold of the turn's history into the session's rolling summary when the
+        history is over its limits (the summary written); ``None`` when nothing has to
+        change. Nothing is changed here: the engine applies the fold (:func:`apply_fold`).
 
         ``costs``: the tokens of each message's line, if already counted."""
         session, b, count = turn.session, self.budget, self.counter.count
@@ -407,13 +328,7 @@ class ContextBuilder:
             timeout = min(timeout, state_timeout / 2)  # leave the state time to answer
         summary = await self.summarize(turn.services.brain, turn.user_id, turn.session_id,
                                        previous, history[:n], timeout)
-        if session.history[:n] == history[:n]:
-            del session.history[:n]
-        else:  # pragma: no cover - the turn's snapshot is the session's history
-            session.history = [dict(m) for m in history[n:]]
-        session.summary = summary.text
-        turn.history = tuple(history[n:])
-        return _Fold(n, summary)
+        return ContextFold(n, summary)
 
     async def summarize(self, brain: Any, user_id: str, session_id: str, previous: str,
                         messages: Sequence[Mapping[str, str]],
@@ -632,9 +547,24 @@ def _share(want: Mapping[str, int], room: int) -> dict[str, int]:
     return {part: (tokens * room) // total for part, tokens in want.items()}
 
 
-def apply_context_event(session: Any, event: Mapping[str, Any]) -> None:
-    """Bring a session rebuilt from stored events up to a ``context_built`` event: a build
-    that changed the rolling summary folded its oldest ``folded`` messages into it."""
+def _same_items(a: Sequence[Any], b: Sequence[Any]) -> bool:
+    """Whether two histories hold the very same messages (objects), in order."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b, strict=True))
+
+
+def apply_fold(turn: TurnContext, event: Mapping[str, Any]) -> None:
+    """Apply a ``context_built`` event's fold to the running turn: to its session
+    (:func:`apply_context_event`) and to the turn's view of the history."""
+    apply_context_event(turn.session, event)
+    folded = int(event.get("folded") or 0)
+    if folded:
+        turn.history = turn.history[folded:]
+
+
+def apply_context_event(session: Session, event: Mapping[str, Any]) -> None:
+    """Bring a session up to a ``context_built`` event (as it runs, or rebuilt from stored
+    events): a build that changed the rolling summary folded its oldest ``folded``
+    messages into it."""
     summary = event.get("summary")
     if summary is None:
         return

@@ -20,30 +20,60 @@ is in the events; the engine knows nothing about specific states.
 
 Tool calls of a durable turn go through an :class:`EffectsJournal` (see
 :mod:`hermes_fsm.tools.executor`): a call that finished before a crash is not made again.
+
+The engine knows nothing of this: :class:`DurableSessions` is a turn hook
+(:mod:`hermes_fsm.engine.hooks`) — ``pre_turn`` gives the turn its journal, ``post_step``
+appends the step, ``post_turn`` the last step with the messages and the checkpoint,
+``turn_failed`` drops the cached copy (the store has the truth) — and it uses the engine
+through its public API only (:class:`TurnEngine`): the session cache, and
+``new_turn``/``drive_turn`` to run a turn it holds the lease of.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pydantic import ValidationError
 
 from hermes_fsm.brain.protocol import Repair, RepairReason
-from hermes_fsm.engine.context import apply_context_event
-from hermes_fsm.engine.session import Session
-from hermes_fsm.engine.turn import TurnContext
+from hermes_fsm.engine.context import ContextBuilder, apply_context_event
+from hermes_fsm.engine.session import Session, SessionCache
+from hermes_fsm.engine.turn import Services, TurnContext, TurnResult
 from hermes_fsm.errors import SessionArchived, SessionBusy, SessionError, StaleWriter
+from hermes_fsm.graph.model import Graph
+from hermes_fsm.sources import IdFactory
 from hermes_fsm.store.lease import LeaseHold, LocalLease, SessionLease
 from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionStore
 
-if TYPE_CHECKING:
-    from hermes_fsm.engine.archive import ArchivedSession
-    from hermes_fsm.engine.orchestrator import Orchestrator
-    from hermes_fsm.engine.turn import TurnResult
+__all__ = ["DurableSessions", "EffectsJournal", "TurnEngine", "rebuild_turn"]
 
-__all__ = ["DurableSessions", "EffectsJournal", "rebuild_turn"]
+
+class TurnEngine(Protocol):
+    """What the durable layer uses of the engine
+    (:class:`~hermes_fsm.engine.orchestrator.Orchestrator` is one)."""
+
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def ids(self) -> IdFactory: ...
+    @property
+    def services(self) -> Services: ...
+    @property
+    def context(self) -> ContextBuilder: ...
+    @property
+    def busy_policy(self) -> str: ...
+    @property
+    def history_window(self) -> int: ...
+    @property
+    def event_log(self) -> bool: ...
+    @property
+    def session_cache(self) -> SessionCache: ...
+
+    def new_turn(self, session: Session, text: str, user_id: str, *,
+                 turn_id: str | None = None) -> TurnContext: ...
+
+    async def drive_turn(self, turn: TurnContext, *, resumed: bool = False) -> TurnResult: ...
 
 
 class EffectsJournal:
@@ -69,22 +99,25 @@ class EffectsJournal:
 
 
 class DurableSessions:
-    """Runs an orchestrator's turns against a store under a lease (see the module docs).
+    """Runs an engine's turns against a store under a lease (see the module docs); the
+    turn hook that makes each step durable.
 
     Args:
         orchestrator: the engine.
         store: where sessions live.
-        lease: one writer per session (default: this process only).
+        lease: one writer per session (default: :class:`~hermes_fsm.store.lease.LocalLease`,
+            this process only).
         queue_wait_s: how long a queued turn waits for the lease (``busy_policy="queue"``).
     """
 
-    def __init__(self, orchestrator: Orchestrator, store: SessionStore,
+    def __init__(self, orchestrator: TurnEngine, store: SessionStore,
                  lease: SessionLease | None = None, queue_wait_s: float | None = None) -> None:
         self.orchestrator = orchestrator
         self.store = store
         self.lease: SessionLease = lease if lease is not None else LocalLease()
         self.queue_wait_s = (queue_wait_s if queue_wait_s is not None
                              else orchestrator.graph.budget_s * 2)
+        self._holds: dict[str, LeaseHold] = {}  # session id → the lease its turn runs under
 
     async def run_turn(self, session_id: str | None, text: str, user_id: str) -> TurnResult:
         """Lease, claim and sync the session, finish an interrupted turn, run this one."""
@@ -93,12 +126,12 @@ class DurableSessions:
             session_id = o.ids.new("session")
         hold = await self._acquire(session_id)
         try:
-            session, pending = await self._load(session_id, user_id)
+            session, pending = await self.load(session_id, user_id)
             if pending:
-                await self._finish_pending(session, pending, hold)
-            return await o._turn(session, text, user_id, hold=hold)
+                await self._finish_pending(session, pending)
+            return await o.drive_turn(o.new_turn(session, text, user_id))
         finally:
-            await hold.release()
+            await self._release(session_id, hold)
 
     async def resume(self, session_id: str) -> TurnResult | None:
         """Finish the session's interrupted turn, if it has one (``None`` if not).
@@ -113,38 +146,48 @@ class DurableSessions:
                                "check the id (and that this process uses the same store)")
         hold = await self._acquire(session_id)
         try:
-            session, pending = await self._load(session_id, record.user_id)
+            session, pending = await self.load(session_id, record.user_id)
             if not pending:
                 return None
-            return await self._finish_pending(session, pending, hold)
+            return await self._finish_pending(session, pending)
         finally:
-            await hold.release()
+            await self._release(session_id, hold)
 
     async def _acquire(self, session_id: str) -> LeaseHold:
         wait = self.queue_wait_s if self.orchestrator.busy_policy == "queue" else 0.0
         hold = await self.lease.acquire(session_id, wait)
         if hold is None:
             raise SessionBusy(session_id)
+        self._holds[session_id] = hold
         return hold
 
-    async def _finish_pending(self, session: Session, pending: Sequence[dict[str, Any]],
-                              hold: LeaseHold) -> TurnResult:
-        turn = rebuild_turn(self.orchestrator, session, pending)
-        return await self.orchestrator._turn(session, turn.text, turn.user_id, hold=hold,
-                                             resumed=turn)
+    async def _release(self, session_id: str, hold: LeaseHold) -> None:
+        if self._holds.get(session_id) is hold:
+            del self._holds[session_id]
+        await hold.release()
 
-    async def _load(self, session_id: str, user_id: str
-                    ) -> tuple[Session, list[dict[str, Any]]]:
+    async def _finish_pending(self, session: Session, pending: Sequence[dict[str, Any]]
+                              ) -> TurnResult:
+        turn = rebuild_turn(self.orchestrator, session, pending)
+        return await self.orchestrator.drive_turn(turn, resumed=True)
+
+    async def load(self, session_id: str, user_id: str
+                   ) -> tuple[Session, list[dict[str, Any]]]:
         """Claim the session; rebuild it from the store unless the cached copy is current.
+        The caller holds the session's lease.
 
         Returns the session and the events of its unfinished turn (empty if none).
+
+        Raises:
+            SessionArchived: the session was archived.
+            StoreError: the store failed.
         """
         o = self.orchestrator
         record = await self.store.claim(session_id, user_id, o.graph.initial)
         if record.archived:  # its summary is in long-term memory: a new session recalls it
             self.forget_id(session_id)
             raise SessionArchived(session_id)
-        session = o._sessions.get(session_id)
+        session = o.session_cache.get(session_id)
         if (session is not None and session.seq == record.seq and session.state == record.state
                 and not session.busy):
             session.epoch = record.epoch
@@ -169,30 +212,39 @@ class DurableSessions:
                     session.remember("assistant", event["answer"], o.history_window)
                     pending = []
         session.state, session.seq, session.epoch = record.state, record.seq, record.epoch
-        o._sessions[session_id] = session
+        o.session_cache.add(session)
         return session, pending
 
     def forget_id(self, session_id: str) -> None:
         """Drop the cached copy of a session, if any (it was archived, or moved on)."""
-        self.orchestrator._sessions.pop(session_id, None)
-
-    async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
-                           dry_run: bool = False) -> list[ArchivedSession]:
-        """Archive the sessions idle for ``older_than``: summarize each (the brain, else the
-        extractive summarizer), write the summary to the user's long-term memory, mark the
-        session archived (see :mod:`hermes_fsm.engine.archive`)."""
-        from hermes_fsm.engine.archive import archive_idle
-
-        return await archive_idle(self, older_than, now=now, dry_run=dry_run)
+        self.orchestrator.session_cache.discard(session_id)
 
     def forget(self, session: Session) -> None:
         """Drop a cached session whose last write failed: the next turn reloads it."""
-        o = self.orchestrator
-        if o._sessions.get(session.session_id) is session:
-            del o._sessions[session.session_id]
+        self.orchestrator.session_cache.discard(session.session_id, session)
 
-    async def flush(self, session: Session, turn: TurnContext, hold: LeaseHold | None,
-                    final: bool = False) -> None:
+    # --- the turn hook ----------------------------------------------------------------
+
+    def pre_turn(self, *, session: Session, turn: TurnContext, **future_kwargs: Any) -> None:
+        """Tool calls of the turn go through the session's effects journal."""
+        if turn.journal is None:
+            turn.journal = EffectsJournal(self.store, session.session_id)
+
+    async def post_step(self, *, session: Session, turn: TurnContext,
+                        **future_kwargs: Any) -> None:
+        """The step is appended before the next state starts."""
+        await self.flush(session, turn)
+
+    async def post_turn(self, *, session: Session, turn: TurnContext,
+                        **future_kwargs: Any) -> None:
+        """The last step: its events, the turn's messages and a checkpoint."""
+        await self.flush(session, turn, final=True)
+
+    def turn_failed(self, *, session: Session, **future_kwargs: Any) -> None:
+        """The store has the truth: the next turn reloads the session from it."""
+        self.forget(session)
+
+    async def flush(self, session: Session, turn: TurnContext, *, final: bool = False) -> None:
         """Append the turn's events since the last flush (with messages and a checkpoint
         when ``final``): the one write of a step.
 
@@ -204,6 +256,7 @@ class DurableSessions:
         start = turn.flushed
         if start == len(data) and not final:
             return
+        hold = self._holds.get(session.session_id)
         if hold is not None and hold.lost:
             raise StaleWriter(session.session_id, "the lease expired or was taken while the "
                                                   "turn ran")
@@ -229,9 +282,10 @@ class DurableSessions:
         turn.flushed = len(data)
 
 
-def rebuild_turn(orchestrator: Orchestrator, session: Session,
+def rebuild_turn(orchestrator: TurnEngine, session: Session,
                  events: Sequence[dict[str, Any]]) -> TurnContext:
-    """A turn as it stood after its last stored step, from its events (as JSON data).
+    """A turn as it stood after its last stored step, from its events (as JSON data), to
+    go on with ``drive_turn(turn, resumed=True)``.
 
     ``events`` starts with the turn's ``turn_started``. The session must be in the state
     the last stored step entered.
@@ -241,7 +295,7 @@ def rebuild_turn(orchestrator: Orchestrator, session: Session,
     """
     first = events[0]
     graph = orchestrator.graph
-    turn = orchestrator.new_turn(session, first["turn_id"], first["user_id"], first["text"])
+    turn = orchestrator.new_turn(session, first["text"], first["user_id"], turn_id=first["turn_id"])
     turn.path = [graph.initial]
     retried: RepairReason = "error"
     for event in events[1:]:
@@ -275,6 +329,4 @@ def rebuild_turn(orchestrator: Orchestrator, session: Session,
     turn.state = None
     turn.output = None
     turn.output_state = None
-    turn.journal = EffectsJournal(orchestrator._durable.store, session.session_id) \
-        if orchestrator._durable is not None else None
     return turn

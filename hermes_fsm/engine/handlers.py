@@ -14,6 +14,7 @@ from typing import Any
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.states import ExecutionResults, Plan
+from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
@@ -52,6 +53,8 @@ async def ask_brain(turn: TurnContext) -> Any:
     if context is not None:  # fit the request to the token budget (hermes_fsm.engine.context)
         request, built = await context.build(turn, request)
         turn.emit(ContextBuilt, **built)
+        if built.get("summary") is not None:  # it folded history into the rolling summary
+            apply_fold(turn, built)  # as a session rebuilt from its events replays it
     brain = turn.services.brain
     started = time.perf_counter()
     reply = await brain.decide(request)

@@ -11,7 +11,9 @@ exception takes the route at once. When the turn budget runs out, ``abort`` take
 turn back to the initial state with a partial answer. A turn always ends there.
 
 >>> import asyncio
->>> orchestrator = Orchestrator()
+>>> from hermes_fsm.brain.rules import RulesBrain
+>>> from hermes_fsm.demo.tools import build_demo_registry
+>>> orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
 >>> result = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
 >>> result.status, "342" in result.answer, result.path[0] == result.path[-1] == "IDLE"
 ('completed', True, True)
@@ -27,17 +29,26 @@ import types
 from collections.abc import Generator, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
 from hermes_fsm.brain.protocol import Brain, Repair
-from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
+from hermes_fsm.engine.durable import DurableSessions
 from hermes_fsm.engine.handlers import ask_brain
-from hermes_fsm.engine.session import Session
+from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
+from hermes_fsm.engine.session import Session, SessionCache
 from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult
-from hermes_fsm.errors import BrainError, HermesError, RetryableError, SessionBusy, UsageError
+from hermes_fsm.errors import (
+    BrainError,
+    HermesError,
+    RetryableError,
+    SessionBusy,
+    SessionError,
+    UsageError,
+)
 from hermes_fsm.events.model import (
     ContractViolation,
     HandlerFailed,
@@ -60,22 +71,27 @@ from hermes_fsm.tools.executor import ToolExecutor, ToolRunner
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
 
-if TYPE_CHECKING:
-    from hermes_fsm.engine.archive import ArchivedSession
-    from hermes_fsm.engine.durable import DurableSessions
-
 __all__ = ["Orchestrator"]
 
 
 class Orchestrator:
     """Runs turns of a graph for many sessions.
 
+    The orchestrator takes its parts; it picks no backend. An orchestrator as a
+    configuration says (a model or the rules brain, the demo tools and MCP servers,
+    memory services, a session store) is :func:`hermes_fsm.config.build_orchestrator`'s;
+    the bundled demo in one call is :func:`hermes_fsm.testing.demo_orchestrator`.
+
     Args:
         graph: a :class:`Graph`, a path to a graph file, or ``None`` for the bundled
             seven-state turn.
-        brain: decides state outputs (default: the offline rules brain).
-        tools: the tool registry (default: the demo tools).
-        memory: long-term memory (default: in-process).
+        brain: decides state outputs (e.g. :class:`~hermes_fsm.brain.rules.RulesBrain`,
+            :class:`~hermes_fsm.brain.openai.OpenAIBrain`).
+        tools: the tool registry (e.g. :func:`hermes_fsm.demo.tools.build_demo_registry`,
+            or an empty :class:`~hermes_fsm.tools.registry.ToolRegistry`).
+        memory: long-term memory (default: :class:`~hermes_fsm.memory.InProcessMemory`, a
+            real in-process implementation of the protocol — every tier in this process,
+            nothing kept past it — as ``store=None`` means sessions are not durable).
         sinks: extra event sinks (each gets every event); see :meth:`add_sink`.
         clock, ids: sources of time and ids (inject fixed ones for byte-stable events).
         busy_policy: ``"refuse"`` (a turn on a busy session raises :class:`SessionBusy`)
@@ -88,8 +104,9 @@ class Orchestrator:
             ``async with``), stopped by :meth:`aclose`. Without them nothing needs starting.
         store: a session store (:mod:`hermes_fsm.store`) makes sessions durable: each
             step's events are appended before the next state starts, and any process
-            with the same store can resume a session (see :mod:`hermes_fsm.engine.durable`).
-            ``None`` (the default): sessions live in this process only.
+            with the same store can resume a session (see :mod:`hermes_fsm.engine.durable`;
+            its :class:`~hermes_fsm.engine.durable.DurableSessions` is a turn hook, run
+            ahead of ``hooks``). ``None`` (the default): sessions live in this process only.
         lease: one writer per session for a durable store (default: this process only;
             :class:`~hermes_fsm.store.lease.RedisLease` across processes).
         context: the token budget of brain requests — a
@@ -101,14 +118,22 @@ class Orchestrator:
             serializing every turn's events when nothing reads them there: a turn's events
             are still in its :class:`TurnResult`, the sinks and a durable store (a replay
             rerun runs this way).
+        hooks: turn hooks, called at defined points of every turn (see
+            :mod:`hermes_fsm.engine.hooks`).
+
+    Attributes:
+        session_cache: the sessions held in this process
+            (:class:`~hermes_fsm.engine.session.SessionCache`).
+        durable: the durable layer over ``store`` (``None`` without a store).
+        hooks: the turn hooks, by point (:class:`~hermes_fsm.engine.hooks.TurnHooks`).
     """
 
     def __init__(
         self,
         graph: Graph | str | Path | None = None,
         *,
-        brain: Brain | None = None,
-        tools: ToolRegistry | None = None,
+        brain: Brain,
+        tools: ToolRegistry,
         memory: Memory | None = None,
         sinks: Iterable[EventSink] = (),
         clock: Clock | None = None,
@@ -123,6 +148,7 @@ class Orchestrator:
         lease: SessionLease | None = None,
         context: ContextConfig | ContextBuilder | None = None,
         event_log: bool = True,
+        hooks: Iterable[TurnHook] = (),
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -130,14 +156,6 @@ class Orchestrator:
             graph = load_graph(graph)
         if busy_policy not in ("refuse", "queue"):
             raise UsageError(f"busy_policy must be 'refuse' or 'queue', not {busy_policy!r}")
-        if brain is None:
-            from hermes_fsm.brain.rules import RulesBrain
-
-            brain = RulesBrain()
-        if tools is None:
-            from hermes_fsm.demo.tools import build_demo_registry
-
-            tools = build_demo_registry()
         self.graph = graph
         self.machine = GraphMachine(graph)
         self.services = Services(
@@ -154,64 +172,19 @@ class Orchestrator:
         self.services.context = self.context = context
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
-        self._sessions: dict[str, Session] = {}
+        self._sessions: dict[str, Session] = {}  # read at every turn: a plain dict
+        self.session_cache = SessionCache(self._sessions)
         self.event_log = event_log
         self.mcp = mcp_servers
         self.store = store
-        self._durable: DurableSessions | None = None
+        self.durable: DurableSessions | None = None
         if store is not None:
-            from hermes_fsm.engine.durable import DurableSessions
-
-            self._durable = DurableSessions(self, store, lease)
+            self.durable = DurableSessions(self, store, lease)
+            hooks = (self.durable, *hooks)
         elif lease is not None:
             raise UsageError("a lease guards a durable session store; pass store= as well "
                              "(e.g. hermes_fsm.store.SQLiteStore(path))")
-
-    @classmethod
-    def from_config(cls, config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
-        """An orchestrator as the configuration says (embedded defaults for ``None``).
-
-        Keyword arguments override what the configuration builds (``brain=``, ``tools=`` …).
-        """
-        config = config or HermesConfig()
-        kwargs: dict[str, Any] = {
-            "graph": config.graph,
-            "busy_policy": config.busy_policy,
-            "history_window": config.history_window,
-            "context": config.context,
-        }
-        if config.brain.kind == "openai" and "brain" not in overrides:
-            from hermes_fsm.brain.openai import OpenAIBrain
-
-            kwargs["brain"] = OpenAIBrain.from_config(config.brain)
-        elif config.brain.rules_file is not None and "brain" not in overrides:
-            from hermes_fsm.brain.rules import RulesBrain
-
-            kwargs["brain"] = RulesBrain.from_file(config.brain.rules_file)
-        if "memory" not in overrides:
-            from hermes_fsm.config.memory import build_memory
-
-            kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
-        if "tools" not in overrides:
-            from hermes_fsm.config.toolbox import Toolbox
-
-            memory = overrides.get("memory", kwargs.get("memory"))
-            # the breaker also reads the experience log: tools failing in any process trip it
-            box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
-                                      clock=overrides.get("clock"))
-            kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
-        if config.log.format != "off" and "sinks" not in overrides:
-            from hermes_fsm.events.sinks import StructlogSink
-
-            kwargs["sinks"] = [StructlogSink()]
-        if "store" not in overrides:  # SQLite embedded; PostgreSQL when HERMES_POSTGRES_URL
-            from hermes_fsm.config.store import build_lease, build_store
-
-            kwargs["store"] = build_store(config)
-            if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
-                kwargs["lease"] = build_lease(config)
-        kwargs.update(overrides)
-        return cls(**kwargs)
+        self.hooks = TurnHooks(hooks)
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -231,9 +204,9 @@ class Orchestrator:
         close_brain = getattr(self.services.brain, "aclose", None)
         if close_brain is not None:  # e.g. the OpenAI-compatible brain's HTTP client
             await close_brain()
-        if self._durable is not None:
-            await self._durable.lease.close()
-            await self._durable.store.close()
+        if self.durable is not None:
+            await self.durable.lease.close()
+            await self.durable.store.close()
 
     async def __aenter__(self) -> Orchestrator:
         return await self.start()
@@ -260,11 +233,6 @@ class Orchestrator:
         with :meth:`add_sink` and :meth:`remove_sink`)."""
         return self._sinks.current
 
-    def new_turn(self, session: Session, turn_id: str, user_id: str, text: str) -> TurnContext:
-        """A turn of ``session`` on this orchestrator's services and sinks, not started (the
-        engine and the durable layer make turns with it)."""
-        return TurnContext(session, turn_id, user_id, text, self.services, self._sinks)
-
     # --- sessions ---------------------------------------------------------------------
 
     def session(self, session_id: str | None = None, user_id: str = "anonymous") -> Session:
@@ -280,21 +248,14 @@ class Orchestrator:
             session = self._sessions[session_id] = Session(session_id, user_id,
                                                            self.graph.initial, self.event_log)
         elif session.user_id != user_id:
-            from hermes_fsm.errors import SessionError
-
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")
         return session
 
     def sessions(self) -> Mapping[str, Session]:
-        """Every session of this orchestrator, by id."""
-        return self._sessions
-
-    def drop_session(self, session_id: str) -> None:
-        """Forget the in-process session ``session_id`` (its state, history and event log);
-        a no-op for an unknown one. A durable store keeps its copy: the next turn reloads it.
-        """
-        self._sessions.pop(session_id, None)
+        """Every session of this orchestrator, by id (a read-only view of
+        :attr:`session_cache`)."""
+        return self.session_cache.view
 
     # --- turns ------------------------------------------------------------------------
 
@@ -313,18 +274,18 @@ class Orchestrator:
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
         self.context.check_input(text)  # a message over its token budget: refused up front
-        if self._durable is not None:
-            return await self._durable.run_turn(session_id, text, user_id)
+        if self.durable is not None:
+            return await self.durable.run_turn(session_id, text, user_id)
         session = self.session(session_id, user_id)
         if session.busy:
             if self.busy_policy == "refuse":
                 raise SessionBusy(session.session_id)
             async with session.lock:
-                return await self._turn(session, text, user_id)
+                return await self.drive_turn(self.new_turn(session, text, user_id))
         if self.busy_policy == "queue":
             async with session.lock:
-                return await self._turn(session, text, user_id)
-        return await self._turn(session, text, user_id)
+                return await self.drive_turn(self.new_turn(session, text, user_id))
+        return await self.drive_turn(self.new_turn(session, text, user_id))
 
     async def resume(self, session_id: str) -> TurnResult | None:
         """Finish the session's interrupted turn from its last stored step (durable store).
@@ -337,9 +298,9 @@ class Orchestrator:
             SessionError: the session is not in the store.
             SessionBusy: a turn is running on it.
         """
-        if self._durable is None:
+        if self.durable is None:
             raise UsageError("resume needs a durable session store: Orchestrator(store=...)")
-        return await self._durable.resume(session_id)
+        return await self.durable.resume(session_id)
 
     async def archive_idle(self, older_than: timedelta, *, now: datetime | None = None,
                            dry_run: bool = False) -> list[ArchivedSession]:
@@ -350,41 +311,56 @@ class Orchestrator:
         Raises:
             UsageError: the orchestrator has no store.
         """
-        if self._durable is None:
+        if self.durable is None:
             raise UsageError("archiving needs a durable session store: Orchestrator(store=...)"
                              " (hermes_fsm.store.SQLiteStore or PostgresStore)")
-        return await self._durable.archive_idle(older_than, now=now, dry_run=dry_run)
+        return await archive_idle(self.durable, older_than, now=now, dry_run=dry_run)
 
-    async def _turn(self, session: Session, text: str, user_id: str, *, hold: Any = None,
-                    resumed: TurnContext | None = None) -> TurnResult:
+    def new_turn(self, session: Session, text: str, user_id: str, *,
+                 turn_id: str | None = None) -> TurnContext:
+        """A new turn of ``session``: ``text`` from ``user_id``, on this orchestrator's
+        services and sinks, with a new turn id (or ``turn_id``, for a turn rebuilt from its
+        stored events); nothing has run yet (run it with :meth:`drive_turn`)."""
+        return TurnContext(session, turn_id or self.ids.new("turn"), user_id, text,
+                           self.services, self._sinks)
+
+    async def drive_turn(self, turn: TurnContext, *, resumed: bool = False) -> TurnResult:
+        """Run ``turn`` until its session is back in the initial state; the turn hooks are
+        called on the way (:mod:`hermes_fsm.engine.hooks`).
+
+        ``turn`` is a new one (:meth:`new_turn`: it starts with ``turn_started``), or with
+        ``resumed`` one rebuilt from its stored events
+        (:func:`~hermes_fsm.engine.durable.rebuild_turn`), which goes on from the state its
+        session is in. The caller holds the session: this neither checks nor waits for a
+        busy session, nor takes a durable session's lease — :meth:`run_turn` and
+        :meth:`resume` do, and call this.
+
+        Raises:
+            whatever a handler raised past its routes, a hook raised, or cancellation.
+        """
+        session = turn.session
         session.busy = True
         started = time.perf_counter()
-        durable = self._durable
-        if resumed is None:
-            turn = self.new_turn(session, self.ids.new("turn"), user_id, text)
-            if durable is not None:
-                from hermes_fsm.engine.durable import EffectsJournal
-
-                turn.journal = EffectsJournal(durable.store, session.session_id)
-        else:
-            turn = resumed
+        hooks = self.hooks
         graph = self.graph
         status = "completed"
         clock = asyncio.get_running_loop().time
         deadline = clock() + graph.budget_s
         try:
-            if resumed is None:
-                turn.emit(TurnStarted, user_id=user_id, text=text, graph=graph.name)
+            if hooks.pre_turn:
+                await call_hooks(hooks.pre_turn, session=session, turn=turn, resumed=resumed)
+            if not resumed:
+                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name)
                 self.machine.fire("start", session, turn)
-                if durable is not None:
-                    await durable.flush(session, turn, hold)
+                if hooks.post_step:
+                    await _post_step(hooks, session, turn)
             try:
                 while session.state != graph.initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
                     await self._run_state(graph.states[session.state], session, turn, deadline)
-                    if durable is not None and session.state != graph.initial:
-                        await durable.flush(session, turn, hold)  # the step, before the next
+                    if hooks.post_step and session.state != graph.initial:
+                        await _post_step(hooks, session, turn)  # the step, before the next
             except _BudgetExceeded:
                 status = "partial"
                 turn.emit(TimedOut, scope="turn", state=session.state, attempt=turn.attempt,
@@ -397,14 +373,14 @@ class Orchestrator:
                 if turn.routes:
                     status = "degraded"
                 result = self._finish(session, turn, status, turn.answer() or "", started)
-            if durable is not None:  # the last step: events, messages, checkpoint
-                await durable.flush(session, turn, hold, final=True)
+            if hooks.post_turn:
+                await call_hooks(hooks.post_turn, session=session, turn=turn, result=result)
             return result
-        except BaseException:
+        except BaseException as exc:
             if session.state != graph.initial:  # cancelled or an engine bug: never stay mid-turn
                 self.machine.fire("abort", session, turn)
-            if durable is not None:  # the store has the truth: the next turn reloads from it
-                durable.forget(session)
+            if hooks.turn_failed:
+                await call_hooks(hooks.turn_failed, session=session, turn=turn, exception=exc)
             raise
         finally:
             session.record(turn.events)
@@ -525,6 +501,13 @@ class Orchestrator:
             return await _resume(result, yielded)
         async with asyncio.timeout(timeout_s):
             return await _resume(result, yielded)
+
+
+def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:
+    """The ``post_step`` hooks of the step that just fired its transition."""
+    path = turn.path
+    return call_hooks(hooks.post_step, session=session, turn=turn,
+                      source=path[-2] if len(path) > 1 else path[-1], dest=path[-1])
 
 
 async def _as_coroutine(awaitable: Any) -> Any:

@@ -16,13 +16,15 @@ result, its sinks or a durable store, such as a replay rerun).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable, Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from pydantic_core import from_json, to_json
 
 from hermes_fsm.events.model import EVENTS_ADAPTER, Event, EventList
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionCache"]
 
 
 class Session:
@@ -107,3 +109,50 @@ class Session:
         """A plain-data view, for printing and tests."""
         return {"session_id": self.session_id, "user_id": self.user_id, "state": self.state,
                 "seq": self.seq, "messages": len(self.history)}
+
+
+class SessionCache:
+    """The sessions an orchestrator holds in this process, by id.
+
+    Without a session store this is where sessions live; with one it caches the store's
+    sessions: the durable layer (:mod:`hermes_fsm.engine.durable`) adds each session it
+    rebuilds from the store and drops a copy the store has moved past.
+    ``Orchestrator.sessions()`` is a read-only view of it (:attr:`view`).
+
+    Args:
+        sessions: the dict it holds the sessions in (default: a new one). The orchestrator
+            passes its own, which it reads directly at every turn.
+
+    Attributes:
+        get: ``get(session_id)``, the cached session or ``None``.
+        view: a read-only, live view of the cached sessions by id.
+    """
+
+    __slots__ = ("_by_id", "get", "view")
+
+    def __init__(self, sessions: dict[str, Session] | None = None) -> None:
+        self._by_id: dict[str, Session] = sessions if sessions is not None else {}
+        self.get: Callable[[str], Session | None] = self._by_id.get  # no Python call
+        self.view: Mapping[str, Session] = MappingProxyType(self._by_id)
+
+    def add(self, session: Session) -> Session:
+        """Cache ``session`` (replacing a cached one of the same id); returns it."""
+        self._by_id[session.session_id] = session
+        return session
+
+    def discard(self, session_id: str, session: Session | None = None) -> None:
+        """Drop the cached session ``session_id`` if there is one — with ``session``,
+        only if that very object is the cached one (a newer copy stays)."""
+        if session is None:
+            self._by_id.pop(session_id, None)
+        elif self._by_id.get(session_id) is session:
+            del self._by_id[session_id]
+
+    def __contains__(self, session_id: object) -> bool:
+        return session_id in self._by_id
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_id)
+
+    def __len__(self) -> int:
+        return len(self._by_id)

@@ -14,9 +14,9 @@ The first line is the header; every later line is one event (:data:`hermes_fsm.e
 in sequence order. A reader refuses a file whose header is missing, of another format, or
 of a format version it does not know, saying which versions it reads.
 
->>> from hermes_fsm import Orchestrator
+>>> from hermes_fsm.testing import demo_orchestrator
 >>> import asyncio, io
->>> orchestrator = Orchestrator()
+>>> orchestrator = demo_orchestrator()
 >>> _ = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
 >>> text = recording_text(orchestrator, "s1")
 >>> rec = parse_recording(text, "<memory>")

@@ -2,8 +2,9 @@
 experience (PostgreSQL / SQLite), behind protocols, composed by :class:`TieredMemory`.
 
 The engine's handlers see the :class:`Memory` protocol (``recall``, ``apply``,
-``forget``). ``Orchestrator()`` uses :class:`InProcessMemory`; ``Orchestrator.from_config``
-builds what the ``memory:`` section says (:func:`hermes_fsm.config.memory.build_memory`).
+``forget``). An ``Orchestrator`` given no memory uses :class:`InProcessMemory`;
+``hermes_fsm.config.build_orchestrator`` builds what the ``memory:`` section says
+(:func:`hermes_fsm.config.memory.build_memory`).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 :class:`SemanticStore` is what a backend implements; every method takes the user id and
 never reads or writes another user's items. :class:`InProcessSemanticStore` keeps items
-and vectors in memory (numpy brute force); it is what ``Orchestrator()`` uses, and the
-read index of the Qdrant local-mode store (see :mod:`.qdrant_semantic`).
+and vectors in memory (numpy brute force); it is what an ``Orchestrator`` given no memory
+uses, and the read index of the Qdrant local-mode store (see :mod:`.qdrant_semantic`).
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ class TieredMemory:
 
 
 class InProcessMemory(TieredMemory):
-    """Every tier in this process: what ``Orchestrator()`` uses when given no memory.
+    """Every tier in this process: what an ``Orchestrator`` uses when given no memory.
 
     In-process working memory (TTL honoured), an in-process semantic store with the
     hashing embedder, an in-memory SQLite experience log. Nothing touches the disk.

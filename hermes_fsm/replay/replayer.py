@@ -19,9 +19,9 @@ the failure returned as a value, raised by default):
   as a model-backed run would). A message over today's input cap is refused either way.
 
 >>> import asyncio
->>> from hermes_fsm import Orchestrator
 >>> from hermes_fsm.events.recording import parse_recording, recording_text
->>> orchestrator = Orchestrator()
+>>> from hermes_fsm.testing import demo_orchestrator
+>>> orchestrator = demo_orchestrator()
 >>> _ = asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left in the east?"))
 >>> recording = parse_recording(recording_text(orchestrator, "s1"), "<memory>")
 >>> replayer = Replayer()
@@ -334,7 +334,7 @@ class Replayer:
                 if divergence is not None:
                     divergences.append(divergence)
         finally:
-            orchestrator.drop_session(session_id)
+            orchestrator.session_cache.discard(session_id)
 
     def _orchestrator(self) -> Orchestrator:
         """One orchestrator (one machine) for every rerun, with one replay brain, executor

@@ -1,7 +1,7 @@
 """Serve and embed: the ASGI app (HTTP + server-sent events) over an :class:`Orchestrator`.
 
->>> from hermes_fsm import Orchestrator
->>> app = create_app(Orchestrator(), tokens={"secret-token": "alice"})
+>>> from hermes_fsm.testing import demo_orchestrator
+>>> app = create_app(demo_orchestrator(), tokens={"secret-token": "alice"})
 >>> sorted(r.path for r in app.routes)[:2]
 ['/healthz', '/openapi.json']
 

@@ -33,7 +33,7 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
     """
     import uvicorn
 
-    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.config.build import build_orchestrator
     from hermes_fsm.server.app import create_app
 
     host = host or config.server.host
@@ -43,7 +43,7 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
         raise UsageError(f"refusing to serve on {host} without authentication: set "
                          "server.tokens in the config (or HERMES_SERVER_TOKENS="
                          "'token=user,...'), or listen on 127.0.0.1")
-    orchestrator = Orchestrator.from_config(config)
+    orchestrator = build_orchestrator(config)
     app: Any = create_app(orchestrator, tokens=tokens)
     if out is not None:
         auth = f"{len(tokens)} bearer token(s)" if tokens else "no authentication (loopback)"

@@ -25,6 +25,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))
 
 from hermes_fsm import Contract, Orchestrator  # noqa: E402
+from hermes_fsm.config import build_orchestrator  # noqa: E402
 from hermes_fsm.config.settings import HermesConfig  # noqa: E402
 from hermes_fsm.contracts import ContractRegistry  # noqa: E402
 from hermes_fsm.contracts.states import STATE_CONTRACTS, Intent  # noqa: E402
@@ -42,8 +43,8 @@ def _orchestrator(graph: Any = None, **kwargs: Any) -> Orchestrator:
     in the data directory, where sequential message ids of two recordings would collide)."""
     if graph is not None:
         kwargs["graph"] = graph
-    return Orchestrator.from_config(HermesConfig(), clock=FixedClock(), ids=SequentialIds(),
-                                    memory=InProcessMemory(), store=None, **kwargs)
+    return build_orchestrator(HermesConfig(), clock=FixedClock(), ids=SequentialIds(),
+                              memory=InProcessMemory(), store=None, **kwargs)
 
 
 async def _record(name: str, orchestrator: Orchestrator, session: str, user: str,

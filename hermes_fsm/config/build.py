@@ -1,0 +1,96 @@
+"""The composition root: an orchestrator as a configuration says.
+
+This is the one place that picks concrete backends: the engine takes its parts
+(:class:`~hermes_fsm.engine.orchestrator.Orchestrator`), and :func:`build_orchestrator`
+chooses them from a :class:`~hermes_fsm.config.settings.HermesConfig`:
+
+=========== =============================================== ================================
+part        embedded default (no configuration)             configured by
+=========== =============================================== ================================
+brain       the offline rules brain                         ``brain:`` (``kind: openai``,
+                                                            ``rules_file``)
+tools       the demo tools and the demo MCP server          ``mcp_servers:``, ``tools:``,
+            (stdio), with permissions and the breaker       ``permissions:``
+memory      three tiers: in-process working memory,         ``memory:`` (Redis, Qdrant,
+            Qdrant local mode and SQLite on disk            PostgreSQL URLs)
+store       SQLite under the data directory                 ``sessions:``,
+                                                            ``HERMES_POSTGRES_URL``
+lease       in-process                                      ``sessions:``,
+                                                            ``HERMES_REDIS_URL``
+sinks       none (``log.format: off``)                      ``log.format`` (``console``,
+                                                            ``json``: structlog)
+=========== =============================================== ================================
+
+>>> from hermes_fsm.config import HermesConfig
+>>> orchestrator = build_orchestrator(HermesConfig(mcp_servers={}, sessions={"store": "memory"}))
+>>> type(orchestrator.services.brain).__name__, orchestrator.services.tools.names()
+('RulesBrain', ['create_reminder', 'inventory_lookup', 'list_reminders'])
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_fsm.brain.openai import OpenAIBrain
+from hermes_fsm.brain.protocol import Brain
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config.memory import build_memory
+from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.store import build_lease, build_store
+from hermes_fsm.config.toolbox import Toolbox
+from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.events.sinks import StructlogSink
+
+__all__ = ["build_brain", "build_orchestrator"]
+
+
+def build_brain(config: HermesConfig) -> Brain:
+    """The brain of the configuration: OpenAI-compatible (``brain.kind: openai``), else the
+    rules brain (with ``brain.rules_file``'s rules, else the bundled ones).
+
+    Raises:
+        ConfigError: the rules file is malformed, or the OpenAI brain is misconfigured.
+    """
+    if config.brain.kind == "openai":
+        return OpenAIBrain.from_config(config.brain)
+    if config.brain.rules_file is not None:
+        return RulesBrain.from_file(config.brain.rules_file)
+    return RulesBrain()
+
+
+def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
+    """An orchestrator as the configuration says (the embedded defaults for ``None``).
+
+    Keyword arguments are :class:`~hermes_fsm.engine.orchestrator.Orchestrator`'s and
+    replace what the configuration would build (``brain=``, ``tools=``, ``store=`` …);
+    nothing is built for a part given. The MCP servers start with the orchestrator
+    (``async with build_orchestrator(config) as orchestrator:``); nothing is opened here.
+
+    Raises:
+        ConfigError: a part of the configuration cannot be built (see the part's builder).
+    """
+    config = config or HermesConfig()
+    kwargs: dict[str, Any] = {
+        "graph": config.graph,
+        "busy_policy": config.busy_policy,
+        "history_window": config.history_window,
+        "context": config.context,
+    }
+    if "brain" not in overrides:
+        kwargs["brain"] = build_brain(config)
+    if "memory" not in overrides:
+        kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
+    if "tools" not in overrides:
+        memory = overrides.get("memory", kwargs.get("memory"))
+        # the breaker also reads the experience log: tools failing in any process trip it
+        box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
+                                  clock=overrides.get("clock"))
+        kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
+    if config.log.format != "off" and "sinks" not in overrides:
+        kwargs["sinks"] = [StructlogSink()]
+    if "store" not in overrides:  # SQLite embedded; PostgreSQL when HERMES_POSTGRES_URL
+        kwargs["store"] = build_store(config)
+        if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
+            kwargs["lease"] = build_lease(config)
+    kwargs.update(overrides)
+    return Orchestrator(**kwargs)
