@@ -444,7 +444,7 @@ class ContextBuilder:
             if hit is None or hit[0] is not output or hit[1] != name:
                 if len(cache) >= 256:  # a turn shows a few: keep few alive (GC)
                     cache.clear()
-                dumped = output.__pydantic_serializer__.to_json(output).decode()  # model_dump_json
+                dumped = output.model_dump_json()
                 quoted = _QUOTED.get(name)
                 if quoted is None:
                     quoted = _QUOTED[name] = json.dumps(name)

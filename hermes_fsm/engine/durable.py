@@ -252,7 +252,7 @@ class DurableSessions:
             StaleWriter: the lease was lost, or the store refused the append.
             StoreError: the store failed.
         """
-        data = turn.events._data
+        data = turn.events.data
         start = turn.flushed
         if start == len(data) and not final:
             return

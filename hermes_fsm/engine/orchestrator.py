@@ -552,7 +552,7 @@ def _limit(timeout_s: float | None, deadline: float, clock: Any) -> float:
 def _dump(output: Any) -> Any:
     """A validated output as JSON-able data for its event."""
     if isinstance(output, BaseModel):
-        return output.__pydantic_serializer__.to_python(output, mode="json")
+        return output.model_dump(mode="json")
     return _jsonable(output)
 
 

@@ -81,7 +81,7 @@ class Session:
     def record(self, events: EventList) -> None:
         """Append a turn's events to the log (the engine does this as a turn ends)."""
         if len(events) and self._log is not None:
-            first, last = events._data[0]["seq"], events._data[-1]["seq"]
+            first, last = events.data[0]["seq"], events.last_seq()
             self._log.append((first, last, events.to_json()))
 
     @property

@@ -128,7 +128,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
+        "_add_event", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
         "by_contract", "events", "flushed",
         "history", "journal", "memory", "output", "output_state", "outputs", "path", "repair",
         "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
@@ -154,8 +154,7 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
-        self._add_kind = self.events._kinds.append
-        self._add_data = self.events._data.append
+        self._add_event = self.events.add
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
         self.flushed = 0
@@ -202,8 +201,7 @@ class TurnContext:
                 else:
                     sink.emit(event)
         else:
-            self._add_kind(kind)  # self.events.add(kind, data), without the call
-            self._add_data(data)
+            self._add_event(kind, data)
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the

@@ -454,6 +454,11 @@ class EventList(Sequence[Any]):
         built (read the dicts, never change them)."""
         return list(zip(self._kinds[start:], self._data[start:], strict=True))
 
+    @property
+    def data(self) -> Sequence[dict[str, Any]]:
+        """The events' field dicts, in order, no object built (read them, never change them)."""
+        return self._data
+
     def last_seq(self) -> int:
         """The sequence number of the last event (0 for none), no object built."""
         return self._data[-1]["seq"] if self._data else 0

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any, get_args
 
-from hermes_fsm.events.model import Event, event_data
+from hermes_fsm.events.model import Event, EventList, event_data
 
 __all__ = ["NOT_COMPARED", "Divergence", "event_fields", "first_divergence"]
 
@@ -126,9 +126,8 @@ def first_divergence(source: str, recorded: Sequence[Any],
     """The first event where a rerun turn differs from its recording, on every field but
     the volatile ones; ``None`` when they agree. Events are compared as field dicts (the
     recording's raw JSON, the rerun's event data): no event object is built."""
-    actual_data = getattr(actual, "_data", None)  # an EventList: compare its field dicts
-    if actual_data is None:
-        actual_data = [event_fields(e) for e in actual]
+    actual_data = (actual.data if isinstance(actual, EventList)  # compare its field dicts
+                   else [event_fields(e) for e in actual])
     if recorded and type(recorded[0]) is not dict:
         recorded = [event_fields(e) for e in recorded]
     skip = NOT_COMPARED
