@@ -21,11 +21,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import structlog
+
+from hermes_fsm.cli.console import ConsolePrinter
+from hermes_fsm.cli.memory import add_memory_parser, run_memory
+from hermes_fsm.cli.record import add_record_parser, run_record
+from hermes_fsm.cli.replay import add_replay_parser, run_replay
+from hermes_fsm.cli.sessions import add_sessions_parser, run_sessions
 from hermes_fsm.cli.view import (
     GRAPH_FORMATS,
     add_record_option,
@@ -36,9 +44,21 @@ from hermes_fsm.cli.view import (
 )
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, load_config
+from hermes_fsm.config.toolbox import Toolbox
+from hermes_fsm.contracts.check import (
+    check_contracts,
+    check_tool_contracts,
+    default_contract_dir,
+    export_contracts,
+    export_tool_contracts,
+)
+from hermes_fsm.contracts.tools import default_tool_contract_dir
+from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
 from hermes_fsm.events.sinks import EventSink
+from hermes_fsm.graph.loader import default_graph_path, load_graph
+from hermes_fsm.server.serve import serve as serve_app
 
 __all__ = ["main"]
 
@@ -92,32 +112,19 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", help="address to listen on (default: server.host, 127.0.0.1)")
     serve.add_argument("--port", type=int, help="port (default: server.port, 8765)")
 
-    from hermes_fsm.cli.replay import add_replay_parser
-
     add_replay_parser(sub, common)
-
-    from hermes_fsm.cli.record import add_record_parser
-
     add_record_parser(sub, common)
     add_view_parser(sub, common)
-    from hermes_fsm.cli.memory import add_memory_parser
-
     add_memory_parser(sub, common)
-    from hermes_fsm.cli.sessions import add_sessions_parser
-
     add_sessions_parser(sub, common)
     return p
 
 
 def _memory(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.memory import run_memory
-
     return run_memory(args, config, out)
 
 
 def _sessions(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.sessions import run_sessions
-
     return run_sessions(args, config, out)
 
 
@@ -155,9 +162,6 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
 def _configure_logging(config: HermesConfig) -> None:
     if config.log.format == "off":
         return
-    import logging
-
-    import structlog
 
     renderer: Any = (structlog.processors.JSONRenderer() if config.log.format == "json"
                      else structlog.dev.ConsoleRenderer())
@@ -177,8 +181,6 @@ def _orchestrator(config: HermesConfig, printer: EventSink) -> Orchestrator:
 
 
 def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.console import ConsolePrinter
-
     orchestrator = _orchestrator(config, ConsolePrinter(out, as_json=args.json))
     recorder = attach_recording(orchestrator, args.record)
 
@@ -204,8 +206,6 @@ def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.console import ConsolePrinter
-
     printer = ConsolePrinter(out)
     orchestrator = _orchestrator(config, printer)
     if args.quiet:
@@ -246,25 +246,12 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.graph.loader import default_graph_path, load_graph
-
     graph = load_graph(config.graph or default_graph_path())
     out.write(render_graph(graph, args.format))
     return 0
 
 
 def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.contracts.check import (
-        check_contracts,
-        check_tool_contracts,
-        default_contract_dir,
-        export_contracts,
-        export_tool_contracts,
-    )
-    from hermes_fsm.contracts.tools import default_tool_contract_dir
-    from hermes_fsm.demo.tools import build_demo_registry
-    from hermes_fsm.graph.loader import default_graph_path, load_graph
-
     graph = load_graph(config.graph or default_graph_path())
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
@@ -284,8 +271,6 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
 
 
 def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.config.toolbox import Toolbox
-
     box = Toolbox.from_config(config)
 
     async def survey() -> list[dict[str, Any]]:
@@ -319,20 +304,14 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.server.serve import serve
-
-    return serve(config, host=args.host, port=args.port, out=out)
+    return serve_app(config, host=args.host, port=args.port, out=out)
 
 
 def _record(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.record import run_record
-
     return run_record(args, config, out)
 
 
 def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
-    from hermes_fsm.cli.replay import run_replay
-
     return run_replay(args, config.graph, out)
 
 

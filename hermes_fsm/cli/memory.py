@@ -11,6 +11,9 @@ import asyncio
 import json
 from typing import Any, TextIO
 
+from hermes_fsm.config.memory import build_memory
+from hermes_fsm.errors import UsageError
+
 __all__ = ["add_memory_parser", "run_memory"]
 
 
@@ -29,9 +32,6 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run_memory(args: argparse.Namespace, config: Any, out: TextIO) -> int:
     """Run ``memory search|list|forget``; returns the exit code."""
-    from hermes_fsm.config.memory import build_memory
-    from hermes_fsm.errors import UsageError
-
     if args.action == "search" and not args.query.strip():
         raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")
     memory = build_memory(config.memory)

@@ -12,9 +12,12 @@ import asyncio
 from pathlib import Path
 from typing import Any, TextIO
 
+from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.store import build_store
 from hermes_fsm.errors import SessionError
 from hermes_fsm.events.model import EVENTS_ADAPTER
+from hermes_fsm.events.recording import recording_header
 
 __all__ = ["add_record_parser", "export_recording", "run_record"]
 
@@ -35,10 +38,6 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
     Raises:
         SessionError: the store has no such session.
     """
-    from hermes_fsm.config.build import build_orchestrator
-    from hermes_fsm.config.store import build_store
-    from hermes_fsm.events.recording import recording_header
-
     store = build_store(config)
     await store.open()
     try:

@@ -17,7 +17,9 @@ from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
 from hermes_fsm.events.recording import RecordingSink, RecordingSource, load_recording
 from hermes_fsm.events.sinks import SinkHost
+from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
+from hermes_fsm.viz.view import render_view
 
 __all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
            "render_graph", "run_view"]
@@ -59,9 +61,6 @@ def attach_recording(orchestrator: Recordable, directory: Path | None) -> Record
 
 def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
-    from hermes_fsm.graph.loader import default_graph_path, load_graph
-    from hermes_fsm.viz.view import render_view
-
     recording = load_recording(args.recording)
     graph = load_graph(config.graph or default_graph_path())
     page = render_view(recording, graph)

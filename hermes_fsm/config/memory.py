@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
+from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
 from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
 from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, RecallPolicy
 from hermes_fsm.memory.semantic import SemanticStore
@@ -28,8 +29,6 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
 
         return MiniLMEmbedder()
     if config.kind == "openai":
-        from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
-
         return OpenAIEmbedder(config.url or "https://api.openai.com/v1",
                               config.model or "text-embedding-3-small",
                               api_key=os.environ.get(config.api_key_env))

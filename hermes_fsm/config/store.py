@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hermes_fsm.errors import ConfigError
+from hermes_fsm.memory.settings import default_data_dir
+from hermes_fsm.store.lease import LocalLease, RedisLease
 from hermes_fsm.store.memory import InMemoryStore
 from hermes_fsm.store.protocol import SessionStore
 from hermes_fsm.store.sqlite import SQLiteStore
@@ -37,8 +39,6 @@ def build_store(config: HermesConfig) -> SessionStore:
         return PostgresStore(url, schema=config.sessions.pg_schema)
     path = config.sessions.sqlite_path
     if path is None:
-        from hermes_fsm.memory.settings import default_data_dir
-
         path = Path(config.memory.data_dir or default_data_dir()).expanduser() / "sessions.sqlite3"
     return SQLiteStore(path)
 
@@ -54,12 +54,9 @@ def build_lease(config: HermesConfig) -> Any:
     if kind == "auto":
         kind = "redis" if url else "local"
     if kind == "local":
-        from hermes_fsm.store.lease import LocalLease
-
         return LocalLease()
     if not url:
         raise ConfigError("sessions.lease is redis but no Redis URL is set; set "
                           "HERMES_REDIS_URL (or memory.redis_url in the config file)")
-    from hermes_fsm.store.lease import RedisLease
 
     return RedisLease(url, ttl_s=config.sessions.lease_ttl_s)

@@ -22,6 +22,7 @@ from typing import Any
 from hermes_fsm._internal.data import data_path
 from hermes_fsm.contracts.base import Contract, ContractRegistry, dump_schema
 from hermes_fsm.contracts.schema_diff import bump_problem, diff_schemas
+from hermes_fsm.contracts.tools import dump_tool_contract, load_tool_contract
 from hermes_fsm.errors import ContractCheckFailed, ContractError
 
 __all__ = ["check_contracts", "check_tool_contracts", "default_contract_dir", "export_contracts",
@@ -84,8 +85,6 @@ def export_contracts(registry: ContractRegistry, directory: str | Path,
 
 
 def _pinned_bump_problem(contract: Any, path: Path) -> str | None:
-    from hermes_fsm.contracts.tools import load_tool_contract
-
     return _tool_bump_problem(load_tool_contract(path), contract)
 
 
@@ -167,8 +166,6 @@ def export_tool_contracts(registry: Any, directory: str | Path,
     the server). Raises ContractCheckFailed when a schema change needs a bigger version
     bump than the tool got (unless ``force``).
     """
-    from hermes_fsm.contracts.tools import dump_tool_contract
-
     directory = Path(directory)
     return _write_changed(
         ((directory / f"{tool.name}.yaml", dump_tool_contract(tool.contract),
@@ -188,8 +185,6 @@ def check_tool_contracts(registry: Any, directory: str | Path) -> int:
     Raises:
         ContractCheckFailed: with one line per problem and what to do about it.
     """
-    from hermes_fsm.contracts.tools import dump_tool_contract, load_tool_contract
-
     directory = Path(directory)
     problems: list[str] = []
     local = {t.name: t for t in registry.tools() if t.source == "local"}

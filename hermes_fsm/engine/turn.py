@@ -14,11 +14,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
+from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
-    _TEMPLATES,
+    EVENT_TEMPLATES,
     Event,
     EventList,
     StateEntered,
@@ -27,16 +29,11 @@ from hermes_fsm.events.model import (
     make_event,
 )
 from hermes_fsm.events.sinks import EventSink, sink_plan
-from hermes_fsm.sources import SystemClock
-
-if TYPE_CHECKING:
-    from hermes_fsm.brain.protocol import Brain, Repair
-    from hermes_fsm.engine.session import Session
-    from hermes_fsm.graph.model import StateSpec
-    from hermes_fsm.memory import Memory
-    from hermes_fsm.sources import Clock
-    from hermes_fsm.tools.executor import ToolRunner
-    from hermes_fsm.tools.registry import ToolRegistry
+from hermes_fsm.graph.model import StateSpec
+from hermes_fsm.memory import Memory
+from hermes_fsm.sources import Clock, SystemClock
+from hermes_fsm.tools.executor import ToolRunner
+from hermes_fsm.tools.registry import ToolRegistry
 
 __all__ = ["EventSinks", "Services", "TurnContext", "TurnResult"]
 
@@ -175,10 +172,10 @@ class TurnContext:
         This runs ~20 times a turn, so it is written out flat (see ``events.event_data``
         for the same steps as a function).
         """
-        template = _TEMPLATES.get(kind)
+        template = EVENT_TEMPLATES.get(kind)
         if template is None:
             event_data(kind, {})  # builds the template
-            template = _TEMPLATES[kind]
+            template = EVENT_TEMPLATES[kind]
         data = template[0].copy()
         data.update(fields)
         if len(data) != template[2]:

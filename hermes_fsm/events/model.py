@@ -360,8 +360,9 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 """Parses a JSON array of events (a turn's batch in the session log)."""
 
-_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
-"""Per event class: its field values with defaults (in order), its field names, how many."""
+EVENT_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
+"""Per event class: its field values with defaults (in order), its field names, how many
+(filled by :func:`event_data`; the turn reads it to emit without a call; never change it)."""
 _PROTOTYPES: dict[type[BaseModel], BaseModel] = {}
 """Per event class: an event of it (defaults, ``None`` for the rest) that :func:`make_event`
 copies."""
@@ -373,12 +374,12 @@ def event_data(kind: type[_Event], fields: dict[str, Any]) -> dict[str, Any]:
     Raises:
         TypeError: a field the event does not have (a bug in the emitting code).
     """
-    template = _TEMPLATES.get(kind)
+    template = EVENT_TEMPLATES.get(kind)
     if template is None:
         values = {name: (None if info.is_required()
                          else info.get_default(call_default_factory=True))
                   for name, info in kind.model_fields.items()}
-        template = _TEMPLATES[kind] = (values, set(values), len(values))
+        template = EVENT_TEMPLATES[kind] = (values, set(values), len(values))
     values = template[0]
     data = values.copy()
     data.update(fields)

@@ -49,6 +49,7 @@ from hermes_fsm._internal.yaml_lines import (
 )
 from hermes_fsm.contracts.base import ContractRegistry
 from hermes_fsm.contracts.retry import RetryPolicy
+from hermes_fsm.contracts.states import STATE_CONTRACTS
 from hermes_fsm.errors import ContractError, GraphError
 from hermes_fsm.graph.model import (
     DEFAULT_RECALL,
@@ -231,8 +232,6 @@ class _Resolver:
     ) -> None:
         self.doc, self.path, self.spec = doc, path, spec
         if contracts is None:
-            from hermes_fsm.contracts.states import STATE_CONTRACTS
-
             contracts = ContractRegistry(STATE_CONTRACTS)
         self.contracts = contracts
 

@@ -20,6 +20,8 @@ from functools import lru_cache
 from hashlib import blake2b
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 __all__ = ["Embedder", "HashingEmbedder", "cosine"]
 
 
@@ -101,8 +103,6 @@ class HashingEmbedder:
         Every weight is a multiple of 0.5, so every sum and sum of squares here is exact:
         the order of the additions (numpy's) cannot change a bit of the result.
         """
-        import numpy as np
-
         out = []
         dim = self.dim
         if len(self._tokens) > 100_000:

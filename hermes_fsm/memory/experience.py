@@ -20,6 +20,8 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal, Protocol, runtime_checkable
 
+import numpy as np
+
 from hermes_fsm.memory.embedders import Embedder
 
 __all__ = ["NOT_CALLED", "Experience", "ExperienceLog", "ToolHealth", "ToolOutcomes",
@@ -147,7 +149,6 @@ def top_requests(rows: Sequence[tuple[str, str]], text: str, embedder: Embedder,
     """
     if not rows:
         return []
-    import numpy as np
 
     requests = [request for _, request in rows]
     unique = list(dict.fromkeys(requests))  # a user's requests often repeat: score each once
@@ -173,8 +174,6 @@ def _vectors(embedder: Embedder, texts: Sequence[str]) -> Any:
     Past requests repeat across PLANNING calls (up to 500 rows a call), and embedding them
     again every time made each turn slower than the one before.
     """
-    import numpy as np
-
     cache = _VECTOR_CACHE.setdefault(embedder, {})
     missing = [t for t in dict.fromkeys(texts) if t not in cache]
     if missing:
