@@ -1,0 +1,383 @@
+"""The rule book of the rules brain: the YAML file format, validated and compiled at load.
+
+Every mapping is closed (an unknown field is an error naming the file and line); regexes and
+answer templates are compiled once; ``aliases`` tables are the slot normalisers. The packaged
+book is ``hermes_fsm/data/rules.yaml``; :class:`~hermes_fsm.brain.rules.RulesBrain` runs one.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import types
+from collections.abc import Callable, Mapping, Sequence
+from functools import cache, cached_property, partial
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationError, model_validator
+
+from hermes_fsm._internal.yaml_lines import YamlProblem, line_at, load_yaml_file, load_yaml_text
+from hermes_fsm.errors import ConfigError
+
+__all__ = ["Answers", "IntentRule", "MemoryRule", "PlannedCall", "RuleBook", "Text", "Variant",
+           "capture_group", "detect_language"]
+
+
+_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
+_REF = re.compile(r"^\{(\w+)(\?)?\}$")
+_BUILTIN_NORMALIZERS: dict[str, Callable[[str], str]] = {"upper": str.upper, "lower": str.lower}
+
+
+def _canonical(names: Mapping[str, str], value: str) -> str:
+    """The key ``names`` gives ``value`` (case-insensitively); else ``value`` lower-cased."""
+    return names.get(value.strip().lower(), value.lower())
+
+
+def detect_language(text: str) -> str:
+    """``"zh"`` when ``text`` contains CJK characters, else ``"en"``."""
+    return "en" if text.isascii() or not _CJK.search(text) else "zh"
+
+
+def _regex(value: Any) -> re.Pattern[str]:
+    if not isinstance(value, str):
+        raise ValueError("a regex must be a string (quote it)")
+    try:  # messages are lower-cased before matching; IGNORECASE is slow, so only if needed
+        return re.compile(value, re.IGNORECASE if _UPPER.search(value) else 0)
+    except re.error as exc:
+        raise ValueError(f"bad regex {value!r}: {exc}; fix the pattern") from None
+
+
+_Regex = Annotated[re.Pattern[str], PlainValidator(_regex)]
+
+
+def _fields_of(template: str) -> frozenset[str]:
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+    except ValueError as exc:
+        raise ValueError(f"bad template {template!r}: {exc}; write {{{{ for a brace") from None
+    if any(not n or n[0].isdigit() for n in names):
+        raise ValueError(f"template {template!r} has a positional field; name it, e.g. {{sku}}")
+    return frozenset(re.split(r"[.\[]", n, maxsplit=1)[0] for n in names)
+
+
+class _Rules(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Text(_Rules):
+    """A template in English and Chinese, with ``str.format`` fields."""
+
+    en: str
+    zh: str
+
+    @model_validator(mode="after")
+    def _parse(self) -> Text:
+        _ = self.fields  # parsed (and cached) at load: a bad template fails here
+        return self
+
+    @cached_property
+    def fields(self) -> dict[str, frozenset[str]]:
+        """The names each language's template uses."""
+        return {"en": _fields_of(self.en), "zh": _fields_of(self.zh)}
+
+
+class Variant(Text):
+    """An answer template, used when its ``when`` values match and all its fields exist."""
+
+    when: dict[str, Any] = {}
+    items: dict[str, Text] = {}
+
+
+class IntentRule(_Rules):
+    """Patterns that classify a message as ``name``, and regexes that fill its slots."""
+
+    name: str = Field(min_length=1)
+    confidence: float = Field(ge=0.0, le=1.0)
+    needs_tools: bool = False
+    patterns: list[_Regex] = Field(min_length=1)
+    extract: list[_Regex] = []
+    normalize: dict[str, str] = {}
+    parameters: dict[str, Any] = {}
+
+    @model_validator(mode="after")
+    def _check(self) -> IntentRule:
+        if any(not p.groupindex for p in self.extract):
+            raise ValueError("each extract regex needs a named group, e.g. (?P<sku>...)")
+        if unknown := set(self.normalize) - {g for p in self.extract for g in p.groupindex}:
+            raise ValueError(f"normalize names {sorted(unknown)}, which no extract regex fills")
+        return self
+
+    def matches(self, low: str) -> bool:
+        """Whether the lower-cased message belongs to this intent."""
+        return any(p.search(low) for p in self.patterns)
+
+    def slots(self, text: str, low: str,
+              normalizers: Mapping[str, Callable[[str], str]]) -> dict[str, Any]:
+        """Slots from the extract regexes' named groups; the first value of each wins, put
+        through its ``normalize`` entry (a name in ``normalizers``)."""
+        found: dict[str, Any] = {}
+        for pattern in self.extract:
+            match = pattern.search(low)
+            for slot in match.groupdict() if match else ():
+                value = capture_group(match, slot, text, low)  # type: ignore[arg-type]
+                if value and slot not in found:
+                    norm = self.normalize.get(slot)
+                    found[slot] = normalizers[norm](value) if norm else value
+        return found
+
+
+def capture_group(match: re.Match[str], group: str, text: str, low: str) -> str:
+    """A group of a match on ``low``, cut from ``text`` to keep its case when lengths agree."""
+    if match[group] is None:
+        return ""
+    same = len(text) == len(low)
+    return (text[match.start(group):match.end(group)] if same else match[group]).strip()
+
+
+class Fallback(_Rules):
+    """The intent of a message no rule matches."""
+
+    name: str = "unknown"
+    confidence: float = Field(default=0.2, ge=0.0, le=1.0)
+
+
+class PlannedCall(_Rules):
+    """A tool call planned for an intent; ``"{slot}"`` / ``"{slot?}"`` arguments take slots."""
+
+    tool: str = Field(min_length=1)
+    arguments: dict[str, Any] = {}
+    reasoning: str = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> PlannedCall:
+        if extra := _fields_of(self.reasoning) - set(self.required):
+            raise ValueError(f"reasoning uses {sorted(extra)}; use only required slots "
+                             f"({', '.join(self.required) or 'none'})")
+        return self
+
+    @cached_property
+    def refs(self) -> dict[str, tuple[str, bool]]:
+        """Argument → (slot, optional) for the arguments that take a slot."""
+        return {arg: (m[1], bool(m[2])) for arg, v in self.arguments.items()
+                if isinstance(v, str) and (m := _REF.match(v))}
+
+    @property
+    def required(self) -> list[str]:
+        """The slots the call cannot be made without."""
+        return [slot for slot, optional in self.refs.values() if not optional]
+
+    def arguments_for(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The arguments filled from ``params``; ``None`` when a required slot is missing."""
+        args, refs = {}, self.refs
+        for arg, value in self.arguments.items():
+            if arg not in refs:
+                args[arg] = value
+            elif refs[arg][0] in params:
+                args[arg] = params[refs[arg][0]]
+            elif not refs[arg][1]:
+                return None
+        return args
+
+
+class MemoryRule(_Rules):
+    """A memory update taken from a message matching ``patterns``, and how to acknowledge it."""
+
+    key: str = Field(min_length=1)
+    patterns: list[_Regex] = Field(min_length=1)
+    value: str | None = None
+    values: dict[str, str] = {}
+    memory_type: Literal["preference", "fact", "progress", "correction"] = "preference"
+    confidence: float = Field(default=0.8, ge=0.0, le=1.0)
+    ack: Variant
+
+    @model_validator(mode="after")
+    def _check(self) -> MemoryRule:
+        if self.value is None and any("value" not in p.groupindex for p in self.patterns):
+            raise ValueError("each pattern needs a (?P<value>...) group, or give a fixed value")
+        if extra := _fields_of(self.key) - {"value"}:
+            raise ValueError(f"key may only use {{value}}, not {sorted(extra)}")
+        return self
+
+
+class Answers(_Rules):
+    """Answer templates: per tool, per intent (replies, ask), and for the other cases."""
+
+    tools: dict[str, list[Variant]]
+    replies: dict[str, list[Variant]]
+    ask: dict[str, list[Variant]] = {}
+    generic: list[Variant] = Field(min_length=1)
+    failure: list[Variant] = Field(min_length=1)
+    no_facts: list[Variant] = Field(min_length=1)
+    unavailable: list[Variant] = Field(min_length=1)
+
+
+class RuleBook(_Rules):
+    """The rules of a :class:`RulesBrain` as loaded from YAML (see ``data/rules.yaml``)."""
+
+    version: Literal[1] = 1
+    labels: dict[str, Text] = {}
+    aliases: dict[str, dict[str, list[str]]] = {}
+    separator: Text = Text(en=", ", zh="、")
+    intents: list[IntentRule] = Field(min_length=1)
+    fallback: Fallback = Fallback()
+    plans: dict[str, list[PlannedCall]] = {}
+    answers: Answers
+    memory: list[MemoryRule] = []
+
+    @cached_property
+    def normalizers(self) -> dict[str, Callable[[str], str]]:
+        """Normaliser by name: ``upper``, ``lower``, and one per ``aliases`` table (a value
+        named in the table becomes its canonical key; any other value is lower-cased)."""
+        found = dict(_BUILTIN_NORMALIZERS)
+        for table_name, table in self.aliases.items():
+            names = {n.strip().lower(): key for key, ns in table.items() for n in (key, *ns)}
+            found[table_name] = partial(_canonical, names)
+        return found
+
+    @classmethod
+    def default(cls) -> RuleBook:
+        """The packaged rules (``hermes_fsm/data/rules.yaml``), loaded once."""
+        return _default_rules()
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> RuleBook:
+        """Load a rules file.
+
+        Raises:
+            ConfigError: unreadable or malformed; names the file, line and field.
+        """
+        return cls._load(lambda: load_yaml_file(path), str(path))
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "<rules>") -> RuleBook:
+        """Load rules from YAML text; ``source`` names it in errors (raises ConfigError)."""
+        return cls._load(lambda: load_yaml_text(text, source), source)
+
+    @classmethod
+    def _load(cls, read: Callable[[], Any], source: str) -> RuleBook:
+        try:
+            doc = read()
+        except YamlProblem as exc:
+            raise ConfigError(f"{source}:{exc.line or 1}: {exc.problem}") from None
+        if not isinstance(doc, dict):
+            raise ConfigError(f"{source}: a rules file is a mapping with intents, plans, "
+                              "answers and memory; start from hermes_fsm/data/rules.yaml")
+        try:
+            book = cls.model_validate(doc)
+        except ValidationError as exc:
+            problems = [(e["loc"], _explain(e)) for e in exc.errors()]
+        else:
+            problems = book._cross_check()
+        if problems:
+            raise ConfigError("\n".join(
+                f"{source}:{line_at(doc, loc) or 1}: {_dotted(loc)}: {what}"
+                for loc, what in problems))
+        return book
+
+    def _cross_check(self) -> list[tuple[tuple[Any, ...], str]]:
+        names = {rule.name for rule in self.intents}
+        problems: list[tuple[tuple[Any, ...], str]] = [
+            (("plans", i), f"plans for unknown intent {i!r}; intents: {', '.join(sorted(names))}")
+            for i in self.plans if i not in names]
+        for intent, calls in self.plans.items():
+            problems += [(("plans", intent, n, "tool"), f"no answer template for tool "
+                          f"{c.tool!r}; add answers.tools.{c.tool} (en and zh)")
+                         for n, c in enumerate(calls) if c.tool not in self.answers.tools]
+        known = set(_BUILTIN_NORMALIZERS) | set(self.aliases)
+        tables = ", ".join(sorted(self.aliases)) or "none declared"
+        for n, rule in enumerate(self.intents):
+            problems += [(("intents", n, "normalize", slot), f"unknown normaliser {name!r}; "
+                          f"use upper, lower or a table of `aliases` ({tables})")
+                         for slot, name in rule.normalize.items() if name not in known]
+            if rule.needs_tools and rule.name not in self.plans:
+                problems.append((("intents", n, "needs_tools"), f"intent {rule.name!r} needs "
+                                 f"tools but has no plan; add plans.{rule.name}"))
+            if not rule.needs_tools and rule.name not in self.answers.replies:
+                problems.append((("intents", n, "name"), f"no reply template for intent "
+                                 f"{rule.name!r}; add answers.replies.{rule.name}"))
+        last = self.answers.replies.get(self.fallback.name, [])
+        if not any(not v.when and not v.fields["en"] | v.fields["zh"] for v in last):
+            problems.append((("answers", "replies"), f"answers.replies.{self.fallback.name} "
+                             "needs a variant without fields or `when` (the last resort)"))
+        return problems
+
+    def label(self, value: Any, lang: str) -> str:
+        """The display label of ``value`` in ``lang`` (the value itself when it has none)."""
+        text = self.labels.get(value) if isinstance(value, str) else None
+        return getattr(text, lang) if text is not None else str(value)
+
+    def say(self, variants: Sequence[Variant], lang: str, values: Mapping[str, Any]) -> str | None:
+        """The first of ``variants`` that renders with ``values`` in ``lang``, else ``None``."""
+        base: dict[str, Any] | None = None
+        for variant in variants:
+            try:
+                if variant.items:
+                    ctx = self._context(values, lang, variant.items)
+                else:
+                    ctx = base = base if base is not None else self._context(values, lang, {})
+                if variant.fields[lang] <= ctx.keys() and all(
+                        k in ctx and ctx[k] == v for k, v in variant.when.items()):
+                    return str(getattr(variant, lang).format_map(ctx))
+            except (LookupError, ValueError, TypeError, AttributeError):
+                continue
+        return None
+
+    def _context(self, values: Mapping[str, Any], lang: str, items: Mapping[str, Text]
+                 ) -> dict[str, Any]:
+        """Template fields: values, ``x_label``; lists and mappings joined, with ``x_count``."""
+        sep, ctx = getattr(self.separator, lang), {}
+        for key, value in values.items():
+            item = getattr(items[key], lang) if key in items else None
+            if isinstance(value, dict):
+                parts = [(item or "{key_label}: {value}").format(
+                    key=k, key_label=self.label(k, lang), value=v) for k, v in value.items()]
+            elif isinstance(value, (list, tuple)):
+                parts = [item.format_map(self._context(v, lang, {}))
+                         if item and isinstance(v, dict) else str(v) for v in value]
+            else:
+                ctx[key], ctx[f"{key}_label"] = value, self.label(value, lang)
+                continue
+            ctx[key], ctx[f"{key}_count"] = sep.join(parts), len(value)
+        return ctx
+
+
+@cache
+def _default_rules() -> RuleBook:
+    text = resources.files("hermes_fsm").joinpath("data/rules.yaml").read_text("utf-8")
+    return RuleBook.from_yaml(text, "hermes_fsm/data/rules.yaml")
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "file"
+
+
+def _explain(error: Mapping[str, Any]) -> str:
+    if error["type"] == "extra_forbidden":
+        allowed = _allowed_fields(error["loc"][:-1])
+        return f"unknown field {error['loc'][-1]!r}; remove it or fix its spelling " \
+               f"(allowed: {allowed})"
+    if error["type"] == "missing":
+        return "this required field is missing; add it"
+    what = str(error["msg"]).removeprefix("Value error, ")
+    return what if error["type"] == "value_error" else f"{what}; change it"
+
+
+def _allowed_fields(loc: Sequence[Any]) -> str:
+    """The fields of the rules model at ``loc`` (a pydantic error location)."""
+    kind: Any = RuleBook
+    for part in (*loc, None):
+        while get_origin(kind) in (Union, types.UnionType, Annotated):
+            kind = next(a for a in get_args(kind) if a is not type(None))
+        if part is None:
+            break
+        if isinstance(kind, type) and issubclass(kind, BaseModel):
+            kind = kind.model_fields[part].annotation if part in kind.model_fields else None
+        else:  # list[X] → X, dict[str, X] → X
+            kind = get_args(kind)[-1] if get_args(kind) else None
+    is_model = isinstance(kind, type) and issubclass(kind, BaseModel)
+    return ", ".join(kind.model_fields) if is_model else "see hermes_fsm/data/rules.yaml"
+
+
