@@ -298,25 +298,30 @@ def _hermes_turn(orchestrator):
     return turn
 
 
-def run_hermes(turns: int) -> float:
-    """Seconds for `turns` sequential turns over SESSIONS sessions (setup untimed)."""
-    orchestrator = _hermes_orchestrator()
-    sessions = [orchestrator.session(f"s{i}").session_id for i in range(SESSIONS)]
-    return asyncio.run(_drive_sequential(sessions, turns, _hermes_turn(orchestrator)))
+def _hermes_peer(build):
+    """The run / create / concurrent functions of a hermes-fsm peer built by ``build()``."""
+
+    def run(turns: int) -> float:
+        """Seconds for `turns` sequential turns over SESSIONS sessions (setup untimed)."""
+        orchestrator = build()
+        sessions = [orchestrator.session(f"s{i}").session_id for i in range(SESSIONS)]
+        return asyncio.run(_drive_sequential(sessions, turns, _hermes_turn(orchestrator)))
+
+    def create(n: int) -> float:
+        """µs per session creation, averaged over n creations (use _time_creation)."""
+        us, _ = _time_creation(n, build().session)
+        return us
+
+    def concurrent(sessions: int) -> float:
+        """Wall seconds for `sessions` concurrent turns (one per session, asyncio.gather)."""
+        orchestrator = build()
+        ids = [f"c{i}" for i in range(sessions)]
+        return asyncio.run(_drive_concurrent(ids, _hermes_turn(orchestrator)))
+
+    return run, create, concurrent
 
 
-def create_hermes(n: int) -> float:
-    """µs per session creation, averaged over n creations (use _time_creation)."""
-    orchestrator = _hermes_orchestrator()
-    us, _ = _time_creation(n, orchestrator.session)
-    return us
-
-
-def concurrent_hermes(sessions: int) -> float:
-    """Wall seconds for `sessions` concurrent turns (one per session, asyncio.gather)."""
-    orchestrator = _hermes_orchestrator()
-    ids = [f"c{i}" for i in range(sessions)]
-    return asyncio.run(_drive_concurrent(ids, _hermes_turn(orchestrator)))
+run_hermes, create_hermes, concurrent_hermes = _hermes_peer(_hermes_orchestrator)
 
 
 # >>> END OF HERMES-FSM SLOT <<<
@@ -378,22 +383,8 @@ def version_hermes_tr() -> str:
     return version_hermes() + ", transitions " + _dist_version("transitions")
 
 
-def run_hermes_tr(turns: int) -> float:
-    orchestrator = _hermes_transitions_orchestrator()
-    sessions = [orchestrator.session(f"s{i}").session_id for i in range(SESSIONS)]
-    return asyncio.run(_drive_sequential(sessions, turns, _hermes_turn(orchestrator)))
-
-
-def create_hermes_tr(n: int) -> float:
-    orchestrator = _hermes_transitions_orchestrator()
-    us, _ = _time_creation(n, orchestrator.session)
-    return us
-
-
-def concurrent_hermes_tr(sessions: int) -> float:
-    orchestrator = _hermes_transitions_orchestrator()
-    ids = [f"c{i}" for i in range(sessions)]
-    return asyncio.run(_drive_concurrent(ids, _hermes_turn(orchestrator)))
+run_hermes_tr, create_hermes_tr, concurrent_hermes_tr = _hermes_peer(
+    _hermes_transitions_orchestrator)
 
 
 # ============================================================================
