@@ -11,7 +11,6 @@ from pathlib import Path
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
-from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
 from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, RecallPolicy
 from hermes_fsm.memory.semantic import SemanticStore
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
@@ -41,6 +40,9 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     Embedded means in-process working memory, Qdrant local mode under
     ``data_dir/qdrant`` and SQLite at ``data_dir/experience.sqlite``.
     """
+    # qdrant-client takes about a second to import: only a process that builds memory pays it
+    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+
     config = config or MemoryConfig()
     data_dir = Path(config.data_dir or default_data_dir()).expanduser()
     embedder = build_embedder(config.embedder)

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hermes_fsm.errors import MemoryStoreError
 
 __all__ = ["MiniLMEmbedder", "minilm_files"]
@@ -82,8 +84,6 @@ class MiniLMEmbedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """One unit vector of 384 floats per text."""
-        import numpy as np
-
         if self._session is None:
             self._load()
         out: list[list[float]] = []

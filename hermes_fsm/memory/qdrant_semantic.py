@@ -30,6 +30,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from qdrant_client import AsyncQdrantClient, models
+
 from hermes_fsm.errors import MemoryStoreError, VectorSizeMismatch
 from hermes_fsm.memory.items import MemoryItem, Status
 from hermes_fsm.memory.semantic import InProcessSemanticStore, Mark
@@ -71,8 +73,6 @@ class QdrantSemanticStore:
     async def _open(self) -> Any:
         if self._client is not None:
             return self._client
-        from qdrant_client import AsyncQdrantClient, models
-
         try:
             if self.local:
                 client = (AsyncQdrantClient(location=":memory:") if self.path == ":memory:"
@@ -137,8 +137,6 @@ class QdrantSemanticStore:
 
     @staticmethod
     def _user_filter(user_id: str, *more: Any) -> Any:
-        from qdrant_client import models
-
         return models.Filter(must=[
             models.FieldCondition(key="user_id", match=models.MatchValue(value=user_id)),
             *more])
@@ -149,8 +147,6 @@ class QdrantSemanticStore:
 
     async def write(self, marks: Sequence[Mark], items: Sequence[MemoryItem],
                     vectors: Sequence[Sequence[float]]) -> None:
-        from qdrant_client import models
-
         client = await self._open()
         for vector in vectors:
             if len(vector) != self.dim:
@@ -176,8 +172,6 @@ class QdrantSemanticStore:
         """A write of the local store: status changes (of the user's own items, by id — no
         filter scans every point) and new items, one ``batch_update_points`` call, then the
         index."""
-        from qdrant_client import models
-
         async with self._lock():
             client, index = await self._open(), self._index
             assert index is not None
@@ -244,8 +238,6 @@ class QdrantSemanticStore:
         await self._open()
         if self._index is not None:
             return await self._index.get(user_id, item_ids)
-        from qdrant_client import models
-
         points, _ = await self._call(self._client.scroll(
             self.collection, scroll_filter=self._user_filter(
                 user_id, models.HasIdCondition(has_id=list(item_ids))),
@@ -258,8 +250,6 @@ class QdrantSemanticStore:
         await self._open()
         if self._index is not None:
             return await self._index.active(user_id, key, domain)
-        from qdrant_client import models
-
         points, _ = await self._call(self._client.scroll(
             self.collection, scroll_filter=self._user_filter(
                 user_id,
@@ -279,8 +269,6 @@ class QdrantSemanticStore:
                      limit: int) -> list[MemoryItem]:
         if self._absent():
             return []
-        from qdrant_client import models
-
         client = await self._open()
         if self._index is not None:
             return self._index.search_now(user_id, vector, limit)
@@ -321,8 +309,6 @@ class QdrantSemanticStore:
     async def delete_user(self, user_id: str) -> int:
         if self._absent():
             return 0
-        from qdrant_client import models
-
         client = await self._open()
         if self._index is not None:  # local mode: by id
             async with self._lock():
@@ -368,7 +354,5 @@ def _payload(item: MemoryItem) -> dict[str, Any]:
 def _point(item: MemoryItem, vector: list[float]) -> Any:
     """A point of an item (built unvalidated: Qdrant validates the points it is sent, and
     pydantic checking 512 floats a point cost as much as the write itself)."""
-    from qdrant_client import models
-
     return models.PointStruct.model_construct(id=item.item_id, vector=vector,
                                               payload=_payload(item))

@@ -5,6 +5,7 @@ Schemas come from the same pydantic models the app validates with, and the event
 
 from __future__ import annotations
 
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from pydantic.json_schema import models_json_schema
@@ -96,8 +97,6 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("hermes-fsm")
     except PackageNotFoundError:

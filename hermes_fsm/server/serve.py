@@ -9,8 +9,12 @@ from __future__ import annotations
 import ipaddress
 from typing import Any, TextIO
 
+import uvicorn
+
+from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
+from hermes_fsm.server.app import create_app
 
 __all__ = ["serve"]
 
@@ -31,11 +35,6 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
     Raises:
         UsageError: no bearer tokens configured for a non-loopback address.
     """
-    import uvicorn
-
-    from hermes_fsm.config.build import build_orchestrator
-    from hermes_fsm.server.app import create_app
-
     host = host or config.server.host
     port = config.server.port if port is None else port
     tokens = config.server.tokens

@@ -29,7 +29,7 @@ import tempfile
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.schema_diff import diff_schemas
@@ -406,7 +406,6 @@ class MCPConnection:
                 the contract and applies the contract's violation policy.
         """
         from mcp import MCPError, types
-        from pydantic import ValidationError
 
         client = self._client
         if client is None or self.status != "ready":
