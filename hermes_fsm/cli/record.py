@@ -12,11 +12,13 @@ import asyncio
 from pathlib import Path
 from typing import Any, TextIO
 
+from pydantic import ValidationError
+
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.store import build_store
-from hermes_fsm.errors import SessionError
-from hermes_fsm.events.model import EVENTS_ADAPTER
+from hermes_fsm.errors import SessionError, StoreError
+from hermes_fsm.events.model import EVENT_ADAPTER
 from hermes_fsm.events.recording import recording_header
 
 __all__ = ["add_record_parser", "export_recording", "run_record"]
@@ -37,6 +39,7 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
 
     Raises:
         SessionError: the store has no such session.
+        StoreError: the store failed, or a stored event cannot be read (naming its seq).
     """
     store = build_store(config)
     await store.open()
@@ -46,7 +49,16 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
             raise SessionError(f"no session {session_id!r} in the {store.name}; check that "
                                "--config / HERMES_POSTGRES_URL / HERMES_DATA_DIR point at "
                                "the store of the process that ran it")
-        events = EVENTS_ADAPTER.validate_python(await store.events_after(session_id, 0))
+        events = []
+        for data in await store.events_after(session_id, 0):
+            try:
+                events.append(EVENT_ADAPTER.validate_python(data))
+            except ValidationError as exc:
+                raise StoreError(
+                    f"{store.name}: event seq {data.get('seq')} of session {session_id!r} is "
+                    f"not a valid {data.get('kind')!r} event ({exc.error_count()} error(s): "
+                    f"{exc.errors()[0]['msg']} at {exc.errors()[0]['loc']}); the stored data is "
+                    "damaged or was written by another version of hermes-fsm") from exc
     finally:
         await store.close()
     orchestrator = build_orchestrator(config, mcp_servers=None)

@@ -31,9 +31,10 @@ __all__ = ["Contract", "ContractRegistry", "split_ref"]
 
 
 class Contract(BaseModel):
-    """Base of every state contract: strict, extra fields forbidden, named and versioned."""
+    """Base of every state contract: strict, extra fields forbidden, named and versioned;
+    a float field refuses NaN and the infinities (a model's ``NaN`` is a violation)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
     contract_name: ClassVar[str] = ""
     contract_version: ClassVar[str] = "0.0.0"

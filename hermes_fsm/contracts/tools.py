@@ -67,6 +67,7 @@ BUILTIN_ERRORS: dict[str, bool] = {
     "TIMEOUT": True,
     "SERVER_UNAVAILABLE": True,  # an MCP server is down or restarting
     "OUTPUT_VIOLATION": False,  # the output broke the output schema (policy: fail)
+    "OUTPUT_TOO_LARGE": False,  # the output is beyond what is stored (depth, size)
     "OUTCOME_UNKNOWN": False,  # a crash hid whether a non-idempotent call ran: not repeated
     "TOOL_ERROR": False,
     "TOOL_EXCEPTION": False,

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
+from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
@@ -264,7 +265,8 @@ class Orchestrator:
         """Run one turn: ``text`` from ``user_id`` on ``session_id``, back to the initial state.
 
         Raises:
-            UsageError: empty text.
+            UsageError: empty text; U+0000 in the text, the session id or the user id (no
+                store can keep it as it is: it is refused rather than changed).
             ContextOverflow: the text alone is over its token budget (see
                 :mod:`hermes_fsm.engine.context`; ``on_input_overflow: truncate`` cuts it instead).
             SessionBusy: a turn is running on this session (``busy_policy='refuse'``).
@@ -273,6 +275,11 @@ class Orchestrator:
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
+        for what, value in (("the message text", text), ("the session id", session_id),
+                            ("the user id", user_id)):
+            if isinstance(value, str) and (at := nul_position(value)) is not None:
+                raise UsageError(f"{what} holds U+0000 (a NUL character) at position {at}; "
+                                 "remove it (no session store can keep it) and send it again")
         self.context.check_input(text)  # a message over its token budget: refused up front
         if self.durable is not None:
             return await self.durable.run_turn(session_id, text, user_id)

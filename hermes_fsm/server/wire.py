@@ -16,6 +16,7 @@ from pydantic_core import to_json
 from starlette.responses import JSONResponse, Response
 from starlette.types import Receive, Scope, Send
 
+from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm.engine.turn import TurnResult
 from hermes_fsm.events.model import Event, EventList
 from hermes_fsm.events.sinks import event_json
@@ -43,6 +44,14 @@ class TurnRequest(BaseModel):
         if not text.strip():
             raise ValueError("text is blank; send the user's message")
         return text
+
+    @field_validator("text", "user_id")
+    @classmethod
+    def _no_nul(cls, value: str | None) -> str | None:
+        if value is not None and (at := nul_position(value)) is not None:
+            raise ValueError(f"holds U+0000 (a NUL character) at position {at}; remove it "
+                             "(no session store can keep it) and send it again")
+        return value
 
 
 class TurnResponse(BaseModel):

@@ -1,8 +1,9 @@
 """An in-memory session store: a real implementation of the protocol, for tests.
 
-Everything lives in dicts of this process (events kept as JSON, like the durable stores
-hold them), so the semantics — epochs, fencing, atomic appends — are the same as
-PostgreSQL's and SQLite's, checked by the same conformance suite.
+Everything lives in dicts of this process (events, checkpoints and effects kept as JSON,
+written like the durable stores write them), so the semantics — epochs, fencing, atomic
+appends, what U+0000 and non-finite numbers become — are the same as PostgreSQL's and
+SQLite's, checked by the same conformance suite.
 """
 
 from __future__ import annotations
@@ -11,10 +12,16 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic_core import from_json, to_json
-
+from hermes_fsm._internal.json_safe import dumps, loads, safe_text
 from hermes_fsm.errors import SessionError, StaleWriter
-from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
+from hermes_fsm.store.protocol import (
+    Append,
+    Checkpoint,
+    Effect,
+    Message,
+    SessionRecord,
+    read_event,
+)
 
 __all__ = ["InMemoryStore"]
 
@@ -67,16 +74,21 @@ class InMemoryStore:
         if record.seq != batch.prev_seq:
             raise StaleWriter(sid, f"expected seq {batch.prev_seq} but the log is at "
                                    f"{record.seq}")
-        rows = [(e["seq"], to_json(e, serialize_unknown=True)) for e in batch.events]
+        rows = [(e["seq"], dumps(e)) for e in batch.events]
         self._events.setdefault(sid, []).extend(rows)
-        self._messages.setdefault(sid, []).extend(batch.messages)
+        self._messages.setdefault(sid, []).extend(
+            replace(m, content=safe_text(m.content),
+                    tool_calls=None if m.tool_calls is None else loads(dumps(m.tool_calls)))
+            for m in batch.messages)
         if batch.checkpoint is not None:
-            self._checkpoints[sid] = batch.checkpoint
+            c = batch.checkpoint
+            self._checkpoints[sid] = replace(c, data=loads(dumps(c.data)))
         self._sessions[sid] = replace(record, state=batch.state, seq=batch.last_seq,
                                       updated_at=datetime.now(UTC))
 
     async def events_after(self, session_id: str, seq: int = 0) -> list[dict[str, Any]]:
-        return [from_json(body) for s, body in self._events.get(session_id, ()) if s > seq]
+        return [read_event(self.name, session_id, s, body)
+                for s, body in self._events.get(session_id, ()) if s > seq]
 
     async def messages(self, session_id: str, limit: int | None = None) -> list[Message]:
         messages = self._messages.get(session_id, [])
@@ -88,7 +100,8 @@ class InMemoryStore:
     async def archive(self, session_id: str, summary: str) -> None:
         record = self._sessions.get(session_id)
         if record is not None:
-            self._sessions[session_id] = replace(record, archived=True, summary=summary)
+            self._sessions[session_id] = replace(record, archived=True,
+                                                 summary=safe_text(summary))
 
     async def idle_sessions(self, before: datetime) -> list[str]:
         return [r.session_id for r in self._sessions.values()
@@ -103,4 +116,4 @@ class InMemoryStore:
     async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
         effect = self._effects[key]
         self._effects[key] = replace(effect, status="finished",
-                                    outcome=from_json(to_json(outcome, serialize_unknown=True)))
+                                    outcome=loads(dumps(outcome)))

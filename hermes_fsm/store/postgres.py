@@ -28,12 +28,18 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from pydantic_core import from_json, to_json
-
 from hermes_fsm._internal.group_commit import GroupCommit
+from hermes_fsm._internal.json_safe import dumps, safe_blob, safe_text
 from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
-from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
+from hermes_fsm.store.protocol import (
+    Append,
+    Checkpoint,
+    Effect,
+    Message,
+    SessionRecord,
+    read_event,
+)
 
 __all__ = ["PostgresStore"]
 
@@ -294,8 +300,12 @@ class PostgresStore:
         retried = False
         try:
             passed = await self._write(batches)
-        except Exception as first:  # a dropped connection: once more, on a fresh one
-            retried = True
+        except Exception as first:
+            if _refused_data(first):  # the data of an append, not the connection: trying
+                if len(batches) == 1:  # again cannot help; several go on one by one, so
+                    raise self._refused(batches[0], first) from first  # only its own fails
+                return [await self._alone(b) for b in batches]
+            retried = True  # a dropped connection: once more, on a fresh one
             try:
                 passed = await self._write(batches)
             except Exception as exc:
@@ -312,6 +322,21 @@ class PostgresStore:
             error = await self._stale(batch, retried)
             outcomes.append(None if isinstance(error, _AlreadyWritten) else error)
         return outcomes
+
+    def _refused(self, batch: Append, exc: BaseException) -> StoreError:
+        return StoreError(
+            f"{self.name}: PostgreSQL refused the data of the append to session "
+            f"{batch.session_id!r} (seqs {batch.prev_seq + 1}-{batch.last_seq}: "
+            f"{type(exc).__name__}: {exc}); the step was not stored and the session is at seq "
+            f"{batch.prev_seq} — report this message as a bug of hermes-fsm")
+
+    async def _alone(self, batch: Append) -> BaseException | None:
+        """One append of a refused group commit, on its own: no session fails for the data
+        of another."""
+        try:
+            return (await self._append_batch([batch]))[0]
+        except StoreError as exc:
+            return exc
 
     async def _write(self, batches: list[Append]) -> set[int]:
         """One try at a group commit: the indexes (from 0) of the appends that passed."""
@@ -342,9 +367,9 @@ class PostgresStore:
     async def events_after(self, session_id: str, seq: int = 0) -> list[dict[str, Any]]:
         rows = await self._fetch(
             f"reading the events of {session_id!r}",
-            f"SELECT body::text FROM {self._s}.hermes_events WHERE session_id = %s AND seq > %s "
-            "ORDER BY seq", (session_id, seq))
-        return [from_json(r[0]) for r in rows]
+            f"SELECT seq, body::text FROM {self._s}.hermes_events WHERE session_id = %s "
+            "AND seq > %s ORDER BY seq", (session_id, seq))
+        return [read_event(self.name, session_id, r[0], r[1]) for r in rows]
 
     async def messages(self, session_id: str, limit: int | None = None) -> list[Message]:
         rows = await self._fetch(
@@ -364,7 +389,7 @@ class PostgresStore:
     async def archive(self, session_id: str, summary: str) -> None:
         await self._fetch(f"archiving {session_id!r}",
                           f"UPDATE {self._s}.hermes_sessions SET archived = true, summary = %s "
-                          "WHERE session_id = %s RETURNING 1", (summary, session_id))
+                          "WHERE session_id = %s RETURNING 1", (safe_text(summary), session_id))
 
     async def idle_sessions(self, before: datetime) -> list[str]:
         rows = await self._fetch(
@@ -394,7 +419,7 @@ class PostgresStore:
             f"journalling the outcome of call {key!r}",
             f"UPDATE {self._s}.hermes_effects SET status = 'finished', outcome = %s::jsonb, "
             "updated_at = now() WHERE key = %s RETURNING 1",
-            (to_json(outcome, serialize_unknown=True).decode(), key))
+            (dumps(outcome).decode(), key))
 
 
 class _AlreadyWritten(Exception):
@@ -419,16 +444,22 @@ def _append_params(batches: list[Append]) -> dict[str, Any]:
         appends.append((n, sid, b.epoch, b.prev_seq, b.last_seq, b.state, turn,
                         [e["kind"] for e in events], turns))
         blob = b.events_json
-        bodies.append(blob if blob is not None else to_json(events, serialize_unknown=True))
+        bodies.append(dumps(events) if blob is None else safe_blob(blob, events))
         if b.messages:
             messages.extend((n, m.message_id, sid, m.user_id, m.role, m.content, m.tool_calls,
                              m.tool_call_id, m.created_at) for m in b.messages)
         if b.checkpoint is not None:
             c = b.checkpoint
             checkpoints.append((n, sid, c.seq, c.state, c.data))
-    return {"i": to_json(appends).decode(), "e": b"\x1e".join(bodies).decode(),
-            "m": to_json(messages, serialize_unknown=True).decode() if messages else "[]",
-            "c": to_json(checkpoints, serialize_unknown=True).decode() if checkpoints else "[]"}
+    return {"i": dumps(appends).decode(), "e": b"\x1e".join(bodies).decode(),
+            "m": dumps(messages).decode() if messages else "[]",
+            "c": dumps(checkpoints).decode() if checkpoints else "[]"}
+
+
+def _refused_data(exc: BaseException) -> bool:
+    """Whether PostgreSQL refused the statement for its data (SQLSTATE class 22, "data
+    exception"), not for its connection: trying it again as it is cannot help."""
+    return str(getattr(exc, "sqlstate", None) or "").startswith("22")
 
 
 def _redact(url: str) -> str:

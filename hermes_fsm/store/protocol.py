@@ -15,6 +15,11 @@ A store keeps what a session needs to survive its process:
 :meth:`SessionStore.append` is the one write a step makes: its events, the session's new
 state and seq, and (at a turn's end) its messages and checkpoint, all or nothing, and
 only if the writer's epoch and expected seq still match (else :class:`StaleWriter`).
+
+Every store writes its JSON and text through :mod:`hermes_fsm._internal.json_safe`: U+0000
+becomes U+FFFD and a non-finite number the string ``"NaN"``, ``"Infinity"`` or
+``"-Infinity"``, in every store alike. What a store cannot read back raises
+:class:`~hermes_fsm.errors.StoreError` naming the session and the seq (:func:`read_event`).
 """
 
 from __future__ import annotations
@@ -24,7 +29,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["Append", "Checkpoint", "Effect", "Message", "SessionRecord", "SessionStore"]
+from hermes_fsm._internal.json_safe import loads
+from hermes_fsm.errors import StoreError
+
+__all__ = ["Append", "Checkpoint", "Effect", "Message", "SessionRecord", "SessionStore",
+           "read_event", "unreadable"]
 
 Role = Literal["user", "assistant", "tool", "system"]
 
@@ -168,3 +177,27 @@ class SessionStore(Protocol):
 
     async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
         """Journal a call's outcome (its result envelope)."""
+
+
+def unreadable(store: str, session_id: str, what: str, exc: BaseException) -> StoreError:
+    """The error for stored data that cannot be read back: what, where, what to do."""
+    return StoreError(
+        f"{store}: {what} of session {session_id!r} cannot be read ({type(exc).__name__}: "
+        f"{exc}); the stored data is damaged or was written by another version — archive "
+        "the session (its later turns cannot be rebuilt) and report this message")
+
+
+def read_event(store: str, session_id: str, seq: int, body: str | bytes) -> dict[str, Any]:
+    """A stored event's JSON as field dicts.
+
+    Raises:
+        StoreError: it cannot be parsed (naming the store, the session and the seq).
+    """
+    try:
+        event = loads(body)
+    except ValueError as exc:
+        raise unreadable(store, session_id, f"event seq {seq}", exc) from exc
+    if not isinstance(event, dict):
+        raise unreadable(store, session_id, f"event seq {seq}",
+                         ValueError(f"a JSON {type(event).__name__}, not an object"))
+    return event

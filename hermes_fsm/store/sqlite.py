@@ -14,10 +14,17 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic_core import from_json, to_json
-
+from hermes_fsm._internal.json_safe import dumps, loads, safe_text
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError
-from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
+from hermes_fsm.store.protocol import (
+    Append,
+    Checkpoint,
+    Effect,
+    Message,
+    SessionRecord,
+    read_event,
+    unreadable,
+)
 
 __all__ = ["SQLiteStore"]
 
@@ -167,14 +174,14 @@ class SQLiteStore:
                 db.executemany(
                     "INSERT INTO hermes_events (session_id, seq, turn_id, kind, body) "
                     "VALUES (?, ?, ?, ?, ?)",
-                    [(sid, e["seq"], e["turn_id"], e["kind"],
-                      to_json(e, serialize_unknown=True).decode()) for e in batch.events])
+                    [(sid, e["seq"], e["turn_id"], e["kind"], dumps(e).decode())
+                     for e in batch.events])
                 if batch.messages:
                     start = db.execute("SELECT count(*) FROM hermes_messages WHERE "
                                        "session_id = ?", (sid,)).fetchone()[0]
                     db.executemany(
                         "INSERT INTO hermes_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [(m.message_id, m.session_id, m.user_id, m.role, m.content,
+                        [(m.message_id, m.session_id, m.user_id, m.role, safe_text(m.content),
                           _json(m.tool_calls), m.tool_call_id, m.created_at.isoformat(),
                           start + i) for i, m in enumerate(batch.messages)])
                 if batch.checkpoint is not None:
@@ -200,27 +207,36 @@ class SQLiteStore:
 
     async def events_after(self, session_id: str, seq: int = 0) -> list[dict[str, Any]]:
         rows = self._conn().execute(
-            "SELECT body FROM hermes_events WHERE session_id = ? AND seq > ? ORDER BY seq",
+            "SELECT seq, body FROM hermes_events WHERE session_id = ? AND seq > ? ORDER BY seq",
             (session_id, seq)).fetchall()
-        return [from_json(r[0]) for r in rows]
+        return [read_event(self.name, session_id, r[0], r[1]) for r in rows]
 
     async def messages(self, session_id: str, limit: int | None = None) -> list[Message]:
         rows = self._conn().execute(
             "SELECT message_id, session_id, user_id, role, content, tool_calls, tool_call_id, "
             "created_at FROM hermes_messages WHERE session_id = ? ORDER BY position DESC "
             "LIMIT ?", (session_id, -1 if limit is None else limit)).fetchall()
-        return [Message(r[0], r[1], r[2], r[3], r[4], datetime.fromisoformat(r[7]),
-                        from_json(r[5]) if r[5] else None, r[6]) for r in reversed(rows)]
+        try:
+            return [Message(r[0], r[1], r[2], r[3], r[4], datetime.fromisoformat(r[7]),
+                            loads(r[5]) if r[5] else None, r[6]) for r in reversed(rows)]
+        except ValueError as exc:
+            raise unreadable(self.name, session_id, "a message", exc) from exc
 
     async def checkpoint(self, session_id: str) -> Checkpoint | None:
         row = self._conn().execute(
             "SELECT seq, state, data FROM hermes_checkpoints WHERE session_id = ?",
             (session_id,)).fetchone()
-        return None if row is None else Checkpoint(session_id, row[0], row[1], from_json(row[2]))
+        if row is None:
+            return None
+        try:
+            return Checkpoint(session_id, row[0], row[1], loads(row[2]))
+        except ValueError as exc:
+            raise unreadable(self.name, session_id, f"the checkpoint at seq {row[0]}",
+                             exc) from exc
 
     async def archive(self, session_id: str, summary: str) -> None:
         self._conn().execute("UPDATE hermes_sessions SET archived = 1, summary = ? "
-                             "WHERE session_id = ?", (summary, session_id))
+                             "WHERE session_id = ?", (safe_text(summary), session_id))
 
     async def idle_sessions(self, before: datetime) -> list[str]:
         rows = self._conn().execute(
@@ -236,7 +252,12 @@ class SQLiteStore:
             return None
         row = db.execute("SELECT session_id, tool, status, outcome FROM hermes_effects "
                          "WHERE key = ?", (key,)).fetchone()
-        return Effect(key, row[0], row[1], row[2], from_json(row[3]) if row[3] else None)
+        try:
+            outcome = loads(row[3]) if row[3] else None
+        except ValueError as exc:
+            raise unreadable(self.name, row[0], f"the journalled outcome of call {key!r}",
+                             exc) from exc
+        return Effect(key, row[0], row[1], row[2], outcome)
 
     async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
         self._conn().execute("UPDATE hermes_effects SET status = 'finished', outcome = ? "
@@ -248,7 +269,7 @@ def _now() -> str:
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else to_json(value, serialize_unknown=True).decode()
+    return None if value is None else dumps(value).decode()
 
 
 def _session(row: Any) -> SessionRecord:

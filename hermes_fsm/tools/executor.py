@@ -13,6 +13,11 @@ against the output schema and the contract's violation policy applied (``fail``,
 result or error, attempts and duration. The calls of one plan run concurrently. An
 output too long for a model's context is truncated in the envelope (the event keeps it
 whole).
+
+What is stored is bounded: an output nested deeper than ``max_output_depth`` levels, or
+longer than ``max_output_bytes`` as JSON (or not writable as JSON at all), is refused —
+the call fails with ``OUTPUT_TOO_LARGE`` (not retryable; its event says which bound), so
+no event, journal entry or session store ever holds what could not be read back.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Protocol
 
 from pydantic_core import to_json
 
+from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over, dumps
 from hermes_fsm.errors import MCPServerError, ToolCallFailed, ToolError
 from hermes_fsm.events.model import (
     ToolCallFinished,
@@ -64,13 +70,18 @@ class ToolExecutor:
         max_result_chars: an output whose JSON is longer is truncated for the model.
         random: source of jitter for retry backoff (``() -> float`` in [0, 1)).
         sleep: how to wait between retries (inject a fake to test backoff without waiting).
+        max_output_depth, max_output_bytes: the bounds of an output that is stored (see
+            the module docs); beyond them the call fails with ``OUTPUT_TOO_LARGE``.
     """
 
     def __init__(self, registry: ToolRegistry, *, max_result_chars: int = 4000,
                  random: Callable[[], float] | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 max_output_depth: int = MAX_OUTPUT_DEPTH,
+                 max_output_bytes: int = MAX_OUTPUT_BYTES) -> None:
         self.registry = registry
         self.max_result_chars = max_result_chars
+        self.max_output_depth, self.max_output_bytes = max_output_depth, max_output_bytes
         self._random = random or _random
         self._sleep = sleep
 
@@ -203,6 +214,11 @@ class ToolExecutor:
                  error_code=code, message=message, delay_s=delay)
             if delay > 0:
                 await self._sleep(delay)
+        unstorable = self._unstorable(output)
+        if unstorable is not None:
+            breaker.record(tool_name, False)
+            return failure("OUTPUT_TOO_LARGE", f"{tool_name} returned an output {unstorable}; "
+                           "it was not kept — ask for less (a narrower query, a page)", False)
         violation = tool.output_problem(output)
         if violation is None:
             breaker.record(tool_name, True)
@@ -252,6 +268,21 @@ class ToolExecutor:
         except Exception as exc:  # a tool's own failure becomes an envelope, not a crash
             return "TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}", None, None
         return None, "", None, result
+
+    def _unstorable(self, output: Any) -> str | None:
+        """Why ``output`` is beyond the stored bounds, or ``None``."""
+        if output is None or isinstance(output, bool | int | float):
+            return None
+        try:
+            blob = dumps(output)
+        except ValueError as exc:  # nested beyond what JSON is written for, or a cycle
+            return f"that cannot be written as JSON ({exc})"
+        if len(blob) > self.max_output_bytes:
+            return (f"of {len(blob)} bytes as JSON, over the limit of "
+                    f"{self.max_output_bytes} bytes")
+        if depth_over(output, self.max_output_depth, blob):
+            return f"nested more than {self.max_output_depth} levels deep (the limit)"
+        return None
 
     def _truncate(self, envelope: dict[str, Any]) -> bool:
         return truncate_for_model(envelope, self.max_result_chars)
