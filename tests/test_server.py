@@ -631,3 +631,69 @@ def test_a_json_answer_is_what_starlettes_json_response_writes_byte_for_byte() -
 
     assert (ours.status_code, ours.raw_headers, ours.body) == (
         theirs.status_code, theirs.raw_headers, theirs.body)
+
+
+# --- durable sessions: any server process reads them from the store ------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_durable_session_is_read_by_a_server_that_did_not_run_it(
+        kind: str, tmp_path: Any) -> None:
+    """A restarted (or second) server serves the owner's events and recording from the
+    store; another user is still refused."""
+    import uuid
+
+    from hermes_fsm.store import SQLiteStore
+    from tests.store.conftest import PG_URL, need
+
+    schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
+
+    def store() -> Any:
+        if kind == "sqlite":
+            return SQLiteStore(tmp_path / "sessions.sqlite3")
+        need(PG_URL, 5432, "PostgreSQL")
+        from hermes_fsm.store import PostgresStore
+        return PostgresStore(PG_URL, schema=schema)
+
+    first_store, second_store = store(), store()
+    await first_store.open()
+    await second_store.open()
+    try:
+        first = create_app(demo_orchestrator(store=first_store), tokens=TOKENS,
+                           manage_lifecycle=False)
+        second = create_app(demo_orchestrator(store=second_store), tokens=TOKENS,
+                            manage_lifecycle=False)
+        one = httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://a")
+        two = httpx.AsyncClient(transport=httpx.ASGITransport(app=second), base_url="http://b")
+        async with one, two:
+            turn = await one.post("/v1/sessions/s1/turns", json={"text": QUESTION},
+                                  headers=ALICE)
+            assert turn.status_code == 200
+            ran = (await one.get("/v1/sessions/s1/events", headers=ALICE)).json()["events"]
+
+            events = await two.get("/v1/sessions/s1/events", headers=ALICE)
+            later = await two.get("/v1/sessions/s1/events", params={"after": 3}, headers=ALICE)
+            recording = await two.get("/v1/sessions/s1/recording", headers=ALICE)
+            streamed = await two.get("/v1/sessions/s1/events",
+                                     headers={**ALICE, "Accept": "text/event-stream"})
+            bob = [await two.get(f"/v1/sessions/s1/{what}", headers=BOB)
+                   for what in ("events", "recording")]
+            unknown = await two.get("/v1/sessions/nope/events", headers=ALICE)
+
+        assert events.status_code == 200, events.text
+        assert events.json()["events"] == ran and len(ran) == turn.json()["last_seq"]
+        assert [e["seq"] for e in later.json()["events"]] == list(range(4, len(ran) + 1))
+        assert recording.status_code == 200, recording.text
+        lines = [json.loads(line) for line in recording.text.splitlines()]
+        assert lines[0]["session_id"] == "s1" and lines[0]["user_id"] == "alice"
+        assert lines[1:] == ran
+        assert streamed.status_code == 200 and streamed.text.count("\nevent: ") + 1 >= len(ran)
+        assert [r.status_code for r in bob] == [403, 403]
+        assert all(r.json()["error"]["code"] == "forbidden" for r in bob)
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "session_not_found"
+    finally:
+        for made in (first_store, second_store):
+            if hasattr(made, "drop_schema") and made is second_store:
+                await made.drop_schema()
+            await made.close()

@@ -31,10 +31,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from hermes_fsm.engine.session import Session
 from hermes_fsm.engine.turn import Services
 from hermes_fsm.errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
-from hermes_fsm.events.recording import RecordingSource, recording_text
+from hermes_fsm.events.model import EVENTS_ADAPTER, Event
+from hermes_fsm.events.recording import RecordingSource, recording_header, recording_text
 from hermes_fsm.events.sinks import SinkHost, event_json
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.server.health import ReadinessSource, readiness
@@ -58,6 +58,7 @@ from hermes_fsm.server.wire import (
     sse_data,
     validation_response,
 )
+from hermes_fsm.store.protocol import SessionStore
 from hermes_fsm.viz.render import render_graph
 
 __all__ = ["ServedOrchestrator", "create_app"]
@@ -78,6 +79,8 @@ class ServedOrchestrator(EventLogs, TurnRunner, ReadinessSource, RecordingSource
     def graph(self) -> Graph: ...
     @property
     def services(self) -> Services: ...
+    @property
+    def store(self) -> SessionStore | None: ...
     async def start(self) -> object: ...
     async def aclose(self) -> None: ...
 
@@ -185,22 +188,41 @@ class _Api:
                   "type": "string_pattern_mismatch"}])
         return session_id
 
-    def _existing(self, session_id: str, user: str | None) -> Response | None:
-        """404 for an unknown session, 403 for another user's; ``None`` when allowed."""
+    async def _existing(self, session_id: str, user: str | None) -> Response | None:
+        """404 for an unknown session, 403 for another user's; ``None`` when allowed.
+
+        A durable session is looked up in the store: any server process (a restarted
+        one, another replica) serves it, not only the one that ran its turns."""
         session = self.orchestrator.sessions().get(session_id)
-        if session is None:
+        owner = session.user_id if session is not None else None
+        store = self.orchestrator.store
+        if owner is None and store is not None:
+            record = await store.get(session_id)
+            owner = record.user_id if record is not None else None
+        if owner is None:
             return error_response(404, "session_not_found",
                                   f"no session {session_id!r}; start it with "
                                   f"POST /v1/sessions/{session_id}/turns")
-        return self._owned(session, user)
+        return self._owned(session_id, owner, user)
 
     @staticmethod
-    def _owned(session: Session, user: str | None) -> Response | None:
-        if user is not None and session.user_id != user:
+    def _owned(session_id: str, owner: str, user: str | None) -> Response | None:
+        if user is not None and owner != user:
             return error_response(403, "forbidden",
-                                  f"session {session.session_id!r} belongs to another user; "
+                                  f"session {session_id!r} belongs to another user; "
                                   "use a session id of your own")
         return None
+
+    async def _logged(self, session_id: str, after: int) -> list[Event]:
+        """The session's events with ``seq > after``: from the store when there is one
+        (the truth: a cached session holds only what this process appended), else from
+        the session's in-process log."""
+        store = self.orchestrator.store
+        if store is None:
+            return read_events(self.orchestrator, session_id, after) or []
+        logged: list[Event] = EVENTS_ADAPTER.validate_python(
+            await store.events_after(session_id, after))
+        return logged
 
     # --- turns ----------------------------------------------------------------------------
 
@@ -220,7 +242,7 @@ class _Api:
         user_id = user or body.user_id or "anonymous"
         session = self.orchestrator.sessions().get(session_id)
         if session is not None:
-            refused = self._owned(session, user_id)
+            refused = self._owned(session_id, session.user_id, user_id)
             if refused is not None:
                 return refused
         running = self.hub.start(session_id, body.text, user_id)
@@ -284,10 +306,10 @@ class _Api:
         after = _after(request)
         if isinstance(after, Response):
             return after
-        refused = self._existing(session_id, user)
+        refused = await self._existing(session_id, user)
         if refused is not None:
             return refused
-        logged = read_events(self.orchestrator, session_id, after) or []
+        logged = await self._logged(session_id, after)
         last = max(after, logged[-1].seq if logged else 0)
         running = self.hub.running.get(session_id)
         if "text/event-stream" in request.headers.get("accept", ""):
@@ -309,11 +331,19 @@ class _Api:
         if isinstance(caller, Response):
             return caller
         user, session_id = caller
-        refused = self._existing(session_id, user)
+        refused = await self._existing(session_id, user)
         if refused is not None:
             return refused
-        return Response(recording_text(self.orchestrator, session_id),
-                        media_type="application/x-ndjson")
+        store = self.orchestrator.store
+        if store is None:
+            text = recording_text(self.orchestrator, session_id)
+        else:  # durable: the whole log, whichever process wrote it
+            record = await store.get(session_id)
+            owner = record.user_id if record is not None else user or "anonymous"
+            header = recording_header(self.orchestrator, session_id, owner)
+            text = "\n".join([header.model_dump_json(), *(
+                e.model_dump_json() for e in await self._logged(session_id, 0))]) + "\n"
+        return Response(text, media_type="application/x-ndjson")
 
     async def get_graph(self, request: Request) -> Response:
         user = self._user(request)
