@@ -14,6 +14,9 @@ With bearer tokens (``tokens``: token → user id) every ``/v1`` request needs
 ``Authorization: Bearer TOKEN`` and may only touch its user's sessions. Without tokens the
 app trusts the caller (mount it behind your own authentication) and takes ``user_id`` from
 the body.
+
+Every error, an endpoint's or Starlette's (no such path: 404, wrong method: 405, a bug:
+500), is the JSON error ``{"error": {"code", "message", "details"?}}``.
 """
 
 from __future__ import annotations
@@ -21,13 +24,15 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Protocol
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
@@ -67,6 +72,8 @@ _GRAPH_TYPES = {"mermaid": "text/plain; charset=utf-8", "dot": "text/vnd.graphvi
                 "svg": "image/svg+xml", "html": "text/html; charset=utf-8"}
 _KEEPALIVE_S = 15.0
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+log = logging.getLogger("hermes_fsm.server")
 
 
 class ServedOrchestrator(EventLogs, TurnRunner, ReadinessSource, RecordingSource, SinkHost,
@@ -125,7 +132,9 @@ def create_app(orchestrator: ServedOrchestrator, *, tokens: Mapping[str, str] | 
         Route("/readyz", api.readyz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        HTTPException: _http_error, ClientDisconnect: _client_disconnected,
+        Exception: _internal_error})
     app.state.hub = hub
     app.state.orchestrator = orchestrator
     return app
@@ -397,6 +406,41 @@ def _last_frame(running: RunningTurn) -> bytes:
     if running.result is not None:
         return sse(name="result", data=result_json(running.result))
     return sse(name="error", data={"code": "turn_failed", "message": repr(running.error)})
+
+
+# --- errors outside the endpoints: the same JSON shape (Starlette's exception handlers) ---
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such path, method not allowed, …) as the API's JSON."""
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path}"
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        return error_response(404, "not_found", f"no endpoint {where}; the endpoints are "
+                              "listed in GET /openapi.json", headers=headers)
+    if exc.status_code == 405:
+        allowed = next((v for k, v in headers.items() if k.lower() == "allow"), "")
+        return error_response(405, "method_not_allowed",
+                              f"{where} is not allowed; use {allowed or 'another method'}",
+                              headers=headers)
+    code = exc.detail.lower().replace(" ", "_") if exc.detail else "http_error"
+    return error_response(exc.status_code, code, f"{where}: {exc.detail}", headers=headers)
+
+
+async def _client_disconnected(request: Request, exc: Exception) -> Response:
+    """A client that went away before sending its whole request: nothing ran, nothing
+    to answer; one log line, not a traceback."""
+    log.info("client disconnected before sending the whole request: %s %s",
+             request.method, request.url.path)
+    return error_response(400, "client_disconnected", "the request body was not received")
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: the JSON error to the client (no details), the traceback to the log (the
+    server logs it as it re-raises)."""
+    return error_response(500, "internal_error", f"internal error serving {request.method} "
+                          f"{request.url.path}; the server's log has the details")
 
 
 def _error_for(exc: HermesError) -> Response:
