@@ -645,7 +645,7 @@ async def test_a_durable_session_is_read_by_a_server_that_did_not_run_it(
     import uuid
 
     from hermes_fsm.store import SQLiteStore
-    from tests.store.conftest import PG_URL, need
+    from tests.memory.conftest import PG_URL, need
 
     schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
 
