@@ -70,6 +70,7 @@ BAD_GRAPHS = [
     ("recall_twice.yaml", 10, "recall lists 'memory' twice; list it once"),
     ("recall_not_a_list.yaml", 9, "recall is a list, even of one item; write recall: [memory]"),
     ("recall_on_initial.yaml", 7, "'IDLE' waits for a message and recalls nothing"),
+    ("nested_too_deep.yaml", 8, "nested more than 64 levels deep"),
 ]
 
 

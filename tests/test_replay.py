@@ -490,3 +490,97 @@ async def test_a_recall_counted_by_another_token_counter_reruns_clean():
     assert counted[0] and counted[0] != counted[1]  # the recording's counts are not today's
     result = await Replayer().arerun(recording, raise_on_failure=False)
     assert result.ok, [d.describe() for d in result.divergences]
+
+
+# --- validate is a gate: every line parsed, kinds known, seqs in order, the header typed --
+
+
+def _corrupt_lines(lines: list[str], how: str) -> tuple[list[str], int]:
+    """``lines`` (header first) corrupted ``how``; returns them and the bad line's number."""
+    lines = list(lines)
+    state_entered = next(i for i, line in enumerate(lines) if '"kind":"state_entered"' in line)
+    if how == "not_json":
+        lines.insert(state_entered, "this is not json")
+        return lines, state_entered + 1
+    if how == "null":
+        lines.insert(state_entered, "null")
+        return lines, state_entered + 1
+    if how == "kind_lost":
+        output = next(i for i, line in enumerate(lines) if '"kind":"state_output"' in line)
+        event = json.loads(lines[output])
+        del event["kind"]
+        event["output"] = {"anything": "goes"}
+        lines[output] = json.dumps(event)
+        return lines, output + 1
+    if how == "unknown_kind":
+        event = json.loads(lines[state_entered])
+        event["kind"] = "state_entred"
+        lines[state_entered] = json.dumps(event)
+        return lines, state_entered + 1
+    if how == "duplicated":
+        lines.insert(state_entered + 1, lines[state_entered])
+        return lines, state_entered + 2
+    if how == "shuffled":
+        lines[state_entered], lines[state_entered + 1] = (lines[state_entered + 1],
+                                                          lines[state_entered])
+        return lines, state_entered + 1
+    if how == "shuffled_kept":  # two lines a rerun parses (it leaves context_built unparsed)
+        lines[state_entered - 1], lines[state_entered] = (lines[state_entered],
+                                                          lines[state_entered - 1])
+        return lines, state_entered
+    if how == "seq_not_int":
+        event = json.loads(lines[state_entered])
+        event["seq"] = str(event["seq"])
+        lines[state_entered] = json.dumps(event)
+        return lines, state_entered + 1
+    header = json.loads(lines[0])
+    header[{"header_int_time": "recorded_at", "header_bool_version": "format_version"}[how]] = (
+        0 if how == "header_int_time" else True)
+    lines[0] = json.dumps(header)
+    return lines, 1
+
+
+CORRUPTIONS = ["not_json", "null", "kind_lost", "unknown_kind", "duplicated", "shuffled",
+               "shuffled_kept", "seq_not_int", "header_int_time", "header_bool_version"]
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_replay_validate_fails_on_a_corrupt_recording_naming_the_line(tmp_path, how):
+    lines = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8").splitlines()
+    corrupt, number = _corrupt_lines(lines, how)
+    path = tmp_path / "corrupt.jsonl"
+    path.write_text("\n".join(corrupt) + "\n", encoding="utf-8")
+
+    code, out = run_cli("replay", "validate", str(path))
+
+    assert code == 1, out
+    assert f"corrupt.jsonl:{number}:" in out
+    assert "Traceback" not in out
+
+
+@pytest.mark.parametrize("how", CORRUPTIONS)
+def test_view_refuses_a_corrupt_recording_naming_the_line(tmp_path, how, capsys):
+    lines = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8").splitlines()
+    corrupt, number = _corrupt_lines(lines, how)
+    path = tmp_path / "corrupt.jsonl"
+    path.write_text("\n".join(corrupt) + "\n", encoding="utf-8")
+
+    code = main(["view", str(path), "--out", str(tmp_path / "page.html")], out=io.StringIO())
+
+    err = capsys.readouterr().err
+    assert code != 0 and not (tmp_path / "page.html").exists()
+    assert f"corrupt.jsonl:{number}:" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("how", ["duplicated", "shuffled_kept"])
+def test_rerun_fails_on_duplicated_or_shuffled_events(tmp_path, how):
+    """A rerun checks the order of the lines it parses (validate is the gate: every line)."""
+    lines = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8").splitlines()
+    corrupt, number = _corrupt_lines(lines, how)
+    path = tmp_path / "corrupt.jsonl"
+    path.write_text("\n".join(corrupt) + "\n", encoding="utf-8")
+
+    (result,) = Replayer().rerun_all([path])
+
+    assert not result.ok and f"corrupt.jsonl:{number}:" in (result.error or "")

@@ -588,7 +588,7 @@ async def test_a_turn_goes_through_middleware_added_to_the_app() -> None:
     assert seen == ["/v1/sessions/s1/turns"]
 
 
-async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
+async def test_a_failing_turn_endpoint_answers_500_as_json_and_raises() -> None:
     orchestrator = demo_orchestrator()
     app = create_app(orchestrator, tokens=TOKENS, manage_lifecycle=False)
 
@@ -604,7 +604,8 @@ async def test_a_failing_turn_endpoint_answers_500_and_raises() -> None:
     with pytest.raises(RuntimeError, match="a bug"):
         await asgi_post(app, "/v1/sessions/s1/turns", {"text": QUESTION}, ALICE, send=send)
     assert sent[0]["status"] == 500
-    assert sent[1]["body"] == b"Internal Server Error"
+    assert json.loads(sent[1]["body"])["error"]["code"] == "internal_error"
+    assert (b"content-type", b"application/json") in sent[0]["headers"]
 
 
 async def test_a_turn_on_the_app_mounted_under_a_prefix_is_served() -> None:
@@ -631,3 +632,125 @@ def test_a_json_answer_is_what_starlettes_json_response_writes_byte_for_byte() -
 
     assert (ours.status_code, ours.raw_headers, ours.body) == (
         theirs.status_code, theirs.raw_headers, theirs.body)
+
+
+# --- durable sessions: any server process reads them from the store ------------------------
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+async def test_a_durable_session_is_read_by_a_server_that_did_not_run_it(
+        kind: str, tmp_path: Any) -> None:
+    """A restarted (or second) server serves the owner's events and recording from the
+    store; another user is still refused."""
+    import uuid
+
+    from hermes_fsm.store import SQLiteStore
+    from tests.memory.conftest import PG_URL, need
+
+    schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
+
+    def store() -> Any:
+        if kind == "sqlite":
+            return SQLiteStore(tmp_path / "sessions.sqlite3")
+        need(PG_URL, 5432, "PostgreSQL")
+        from hermes_fsm.store import PostgresStore
+        return PostgresStore(PG_URL, schema=schema)
+
+    first_store, second_store = store(), store()
+    await first_store.open()
+    await second_store.open()
+    try:
+        first = create_app(demo_orchestrator(store=first_store), tokens=TOKENS,
+                           manage_lifecycle=False)
+        second = create_app(demo_orchestrator(store=second_store), tokens=TOKENS,
+                            manage_lifecycle=False)
+        one = httpx.AsyncClient(transport=httpx.ASGITransport(app=first), base_url="http://a")
+        two = httpx.AsyncClient(transport=httpx.ASGITransport(app=second), base_url="http://b")
+        async with one, two:
+            turn = await one.post("/v1/sessions/s1/turns", json={"text": QUESTION},
+                                  headers=ALICE)
+            assert turn.status_code == 200
+            ran = (await one.get("/v1/sessions/s1/events", headers=ALICE)).json()["events"]
+
+            events = await two.get("/v1/sessions/s1/events", headers=ALICE)
+            later = await two.get("/v1/sessions/s1/events", params={"after": 3}, headers=ALICE)
+            recording = await two.get("/v1/sessions/s1/recording", headers=ALICE)
+            streamed = await two.get("/v1/sessions/s1/events",
+                                     headers={**ALICE, "Accept": "text/event-stream"})
+            bob = [await two.get(f"/v1/sessions/s1/{what}", headers=BOB)
+                   for what in ("events", "recording")]
+            unknown = await two.get("/v1/sessions/nope/events", headers=ALICE)
+
+        assert events.status_code == 200, events.text
+        assert events.json()["events"] == ran and len(ran) == turn.json()["last_seq"]
+        assert [e["seq"] for e in later.json()["events"]] == list(range(4, len(ran) + 1))
+        assert recording.status_code == 200, recording.text
+        lines = [json.loads(line) for line in recording.text.splitlines()]
+        assert lines[0]["session_id"] == "s1" and lines[0]["user_id"] == "alice"
+        assert lines[1:] == ran
+        assert streamed.status_code == 200 and streamed.text.count("\nevent: ") + 1 >= len(ran)
+        assert [r.status_code for r in bob] == [403, 403]
+        assert all(r.json()["error"]["code"] == "forbidden" for r in bob)
+        assert unknown.status_code == 404
+        assert unknown.json()["error"]["code"] == "session_not_found"
+    finally:
+        for made in (first_store, second_store):
+            if hasattr(made, "drop_schema") and made is second_store:
+                await made.drop_schema()
+            await made.close()
+
+
+# --- every error is the API's JSON error, routes or not ----------------------------------
+
+
+def _asgi_client(app: Any) -> httpx.AsyncClient:
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t")
+
+
+@pytest.mark.parametrize(("method", "path", "status", "code"), [
+    ("GET", "/nowhere", 404, "not_found"),
+    ("GET", "/v1/sessions/s1/turns/extra", 404, "not_found"),
+    ("DELETE", "/v1/sessions/s1/turns", 405, "method_not_allowed"),
+    ("GET", "/v1/sessions/s1/turns", 405, "method_not_allowed"),
+    ("POST", "/healthz", 405, "method_not_allowed"),
+])
+async def test_an_error_outside_the_routes_is_the_json_error_shape(
+        method: str, path: str, status: int, code: str) -> None:
+    app = create_app(demo_orchestrator(), tokens=TOKENS, manage_lifecycle=False)
+    async with _asgi_client(app) as http:
+        response = await http.request(method, path, headers=ALICE)
+
+    assert response.status_code == status
+    assert response.headers["content-type"] == "application/json"
+    error = response.json()["error"]
+    assert error["code"] == code and path in error["message"] and method in error["message"]
+    if status == 405:
+        assert "allow" in response.headers
+        assert all(m in error["message"] for m in response.headers["allow"].split(", "))
+
+
+async def test_a_client_that_disconnects_mid_body_is_logged_in_one_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    app = create_app(demo_orchestrator(), tokens=TOKENS, manage_lifecycle=False)
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/sessions/s1/turns",
+             "raw_path": b"/v1/sessions/s1/turns", "query_string": b"", "root_path": "",
+             "headers": [(b"authorization", b"Bearer alice-token"),
+                         (b"content-type", b"application/json"), (b"content-length", b"100")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 2), "state": {}}
+    messages = iter([{"type": "http.request", "body": b'{"text": "Ho', "more_body": True},
+                     {"type": "http.disconnect"}])
+
+    async def receive() -> Any:
+        return next(messages)
+
+    async def send(message: Any) -> None:
+        pass
+
+    with caplog.at_level("INFO", logger="hermes_fsm.server"):
+        await app(scope, receive, send)  # raises nothing: there is nothing to log as a bug
+
+    records = [r for r in caplog.records if "disconnected" in r.getMessage()]
+    assert len(records) == 1 and records[0].exc_info is None
+    assert "/v1/sessions/s1/turns" in records[0].getMessage()
+    assert "s1" not in app.state.orchestrator.sessions()  # no turn started

@@ -18,7 +18,14 @@ from typing import Any
 
 import yaml
 
-__all__ = ["LineDict", "LineList", "YamlProblem", "line_at", "load_yaml_file", "load_yaml_text"]
+__all__ = ["MAX_YAML_BYTES", "MAX_YAML_DEPTH", "LineDict", "LineList", "YamlProblem", "line_at",
+           "load_yaml_file", "load_yaml_text"]
+
+MAX_YAML_BYTES = 1024 * 1024
+"""The largest YAML input read (graphs, tool contracts, rules, config files are a few KB;
+a file far over that is a mistake, and parsing it would take seconds)."""
+MAX_YAML_DEPTH = 64
+"""How deeply mappings and lists may nest (deeper would exhaust Python's recursion)."""
 
 
 class YamlProblem(Exception):
@@ -53,7 +60,20 @@ class LineList(list[Any]):
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    _depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        """PyYAML's, counting the nesting: too deep is a :class:`YamlProblem` at its line
+        (composing and constructing recurse once per level)."""
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
+                raise YamlProblem(mark.line + 1, f"nested more than {MAX_YAML_DEPTH} levels "
+                                                 "deep; flatten the structure")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode) -> LineDict:
@@ -94,8 +114,11 @@ def load_yaml_text(text: str, name: str = "<string>") -> Any:
     """Parse YAML text into LineDict/LineList/scalars.
 
     Raises:
-        YamlProblem: syntax error or duplicate key, with the line.
+        YamlProblem: syntax error, duplicate key, nesting over :data:`MAX_YAML_DEPTH`,
+            text over :data:`MAX_YAML_BYTES`, with the line.
     """
+    if len(text) > MAX_YAML_BYTES:
+        raise YamlProblem(None, _too_big(len(text.encode("utf-8", "replace"))))
     try:
         return yaml.load(text, Loader=_Loader)  # safe: _Loader is a SafeLoader
     except yaml.MarkedYAMLError as exc:
@@ -145,15 +168,24 @@ def load_yaml_file(path: str | Path) -> Any:
     """Read and parse a YAML file (see :func:`load_yaml_text`).
 
     Raises:
-        YamlProblem: unreadable file, syntax error, duplicate key.
+        YamlProblem: unreadable file, over :data:`MAX_YAML_BYTES`, syntax error,
+            duplicate key, nesting too deep.
     """
     try:
+        size = Path(path).stat().st_size
+        if size > MAX_YAML_BYTES:  # refused before it is read
+            raise YamlProblem(None, _too_big(size))
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise YamlProblem(None, f"cannot read the file: {exc.strerror or exc}") from None
     except UnicodeDecodeError as exc:
         raise YamlProblem(None, f"the file is not UTF-8 text: {exc}") from None
     return load_yaml_text(text, str(path))
+
+
+def _too_big(size: int) -> str:
+    return (f"the file is {size:,} bytes, over the {MAX_YAML_BYTES:,}-byte limit for YAML "
+            "inputs; is it the right file?")
 
 
 def line_at(doc: Any, loc: Sequence[Any]) -> int | None:

@@ -85,7 +85,7 @@ def export_contracts(registry: ContractRegistry, directory: str | Path,
 
 
 def _pinned_bump_problem(contract: Any, path: Path) -> str | None:
-    return _tool_bump_problem(load_tool_contract(path), contract)
+    return _tool_bump_problem(load_tool_contract(path), contract, path)
 
 
 def _write_changed(files: Iterable[tuple[Path, str, Callable[[Path], str | None]]],
@@ -151,11 +151,14 @@ def check_contracts(registry: ContractRegistry, directory: str | Path) -> int:
 # --- tool contracts (contracts/tools/<name>.yaml) ---------------------------------------
 
 
-def _tool_bump_problem(old: Any, new: Any) -> str | None:
-    changes = diff_schemas(old.input_schema, new.input_schema)
-    changes += diff_schemas(old.output_schema or {}, new.output_schema or {})
+def _tool_bump_problem(old: Any, new: Any, path: Path) -> str | None:
+    try:
+        changes = diff_schemas(old.input_schema, new.input_schema)
+        changes += diff_schemas(old.output_schema or {}, new.output_schema or {})
+    except ValueError as exc:  # a schema the comparison cannot follow
+        return f"{path}: tool {new.name}: cannot compare the schemas: {exc}"
     problem = bump_problem(old.version, new.version, changes)
-    return f"tool {new.name}: {problem}" if problem else None
+    return f"{path}: tool {new.name}: {problem}" if problem else None
 
 
 def export_tool_contracts(registry: Any, directory: str | Path,
@@ -201,7 +204,7 @@ def check_tool_contracts(registry: Any, directory: str | Path) -> int:
             continue
         if path.read_text(encoding="utf-8") == dump_tool_contract(tool.contract):
             continue
-        problem = _tool_bump_problem(pinned, tool.contract)
+        problem = _tool_bump_problem(pinned, tool.contract, path)
         problems.append(problem or f"tool {name}: {path} differs from the tool's contract; run "
                         "'hermes-fsm contracts export' and commit the change")
     pinned_count = 0

@@ -30,6 +30,7 @@ import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import jsonschema
 import yaml
@@ -128,6 +129,9 @@ class ToolContract(_Strict):
                 jsonschema.Draft202012Validator.check_schema(value)
             except jsonschema.SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
+            problem = _ref_problem(value, value, "")
+            if problem is not None:
+                raise ValueError(problem)
         return value
 
     def error_is_retryable(self, code: str) -> bool:
@@ -217,6 +221,40 @@ def _parse(read: Any, source: str) -> ToolContract:
         return ToolContract.model_validate(doc)
     except ValidationError as exc:
         raise ContractError("\n".join(_explain(source, doc, err) for err in exc.errors())) from None
+
+
+_DATA_KEYWORDS = frozenset({"const", "enum", "default", "examples"})  # values, not schemas
+
+
+def _ref_problem(root: Any, node: Any, path: str) -> str | None:
+    """Why a ``$ref`` of the schema ``root`` cannot be followed (``None`` when every one
+    can): tool schemas are self-contained, references are local (``#/...``) and point
+    at a part of the schema."""
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if not isinstance(ref, str) or not (ref == "#" or ref.startswith("#/")):
+                return (f"$ref {ref!r} at {path or '/'} is not a local reference: a tool "
+                        "schema is self-contained; put the definition under $defs and "
+                        "refer to it as '#/$defs/NAME'")
+            target: Any = root
+            for part in ref[2:].split("/") if ref != "#" else ():
+                part = unquote(part).replace("~1", "/").replace("~0", "~")
+                try:
+                    target = target[int(part) if isinstance(target, list) else part]
+                except (KeyError, IndexError, ValueError, TypeError):
+                    return (f"$ref {ref!r} at {path or '/'} points at nothing in the schema; "
+                            "fix the path or add the definition under $defs")
+        children: Any = [(k, v) for k, v in node.items() if k not in _DATA_KEYWORDS]
+    elif isinstance(node, list):
+        children = enumerate(node)
+    else:
+        return None
+    for key, child in children:
+        problem = _ref_problem(root, child, f"{path}/{key}")
+        if problem is not None:
+            return problem
+    return None
 
 
 def _explain(source: str, doc: LineDict, err: Mapping[str, Any]) -> str:

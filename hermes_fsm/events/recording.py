@@ -12,7 +12,9 @@ Format (version 1), one JSON object per line::
 
 The first line is the header; every later line is one event (:data:`hermes_fsm.events.model.Event`),
 in sequence order. A reader refuses a file whose header is missing, of another format, or
-of a format version it does not know, saying which versions it reads.
+of a format version it does not know, saying which versions it reads; a header of the
+wrong types (read strictly: no coercion), and an event line that is not JSON, not an
+object, of an unknown kind or out of sequence (seqs go up one by one), naming its line.
 
 >>> from hermes_fsm.testing import demo_orchestrator
 >>> import asyncio, io
@@ -32,7 +34,7 @@ import re
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
@@ -270,7 +272,7 @@ class Recording:
         try:
             parsed: list[Any] = from_json(b"".join(pieces), cache_strings="keys")
             self._blanks = False  # the kept lines parsed, and the cut ones are not blank
-            return _checked(parsed, self.source)
+            return _checked(parsed, self.source, contiguous=False)
         except (ValueError, RecordingError):
             # blank lines (removed by a full read), or a malformed line: named from every
             # line, as the kept lines' numbers are off
@@ -332,21 +334,47 @@ def _parse_body(body: bytes, source: str) -> list[Any]:
         raise RecordingError(f"{source}: the event lines do not parse") from None
 
 
-def _checked(raw: list[Any], source: str) -> list[dict[str, Any]]:
-    """``raw`` when every item is an object with a string ``kind`` and ``turn_id``."""
+_KINDS = frozenset(cls.model_fields["kind"].default for cls in get_args(get_args(Event)[0]))
+"""Every event kind this version knows."""
+
+
+def _checked(raw: list[Any], source: str, contiguous: bool = True) -> list[dict[str, Any]]:
+    """``raw`` when every item is an object with a known ``kind``, a string ``turn_id``
+    and an integer ``seq``, the seqs increasing by one from line to line (with
+    ``contiguous`` off, only increasing: some lines were left unparsed); else a
+    :class:`RecordingError` naming the first line that is not."""
     try:
-        for item in raw:
-            if type(item["turn_id"]) is not str or type(item["kind"]) is not str:
+        prev = 0
+        for item in raw:  # the fast path: plain checks on the dicts the parse made
+            seq = item["seq"]
+            if (type(item["turn_id"]) is not str or item["kind"] not in _KINDS
+                    or type(seq) is not int or seq <= prev
+                    or (contiguous and prev and seq != prev + 1)):
                 break
+            prev = seq
         else:
             return raw
     except (KeyError, TypeError, IndexError):
         pass
+    prev = 0
     for number, item in enumerate(raw, start=2):  # name the line
         if not (isinstance(item, dict) and isinstance(item.get("turn_id"), str)
                 and isinstance(item.get("kind"), str)):
             raise RecordingError(f"{source}:{number}: not a valid event: an event is an "
                                  "object with kind, session_id, turn_id, seq and at")
+        if item["kind"] not in _KINDS:
+            raise RecordingError(f"{source}:{number}: unknown event kind {item['kind']!r}; "
+                                 "this hermes-fsm knows " + ", ".join(sorted(_KINDS)))
+        seq = item.get("seq")
+        if type(seq) is not int or seq < 1:
+            raise RecordingError(f"{source}:{number}: not a valid event: seq must be an "
+                                 f"integer >= 1, not {seq!r}")
+        if seq <= prev or (contiguous and prev and seq != prev + 1):
+            raise RecordingError(
+                f"{source}:{number}: event seq {seq} after seq {prev}: a recording's events "
+                "are numbered one by one in order (this one is duplicated, shuffled or has "
+                "events missing)")
+        prev = seq
     return raw
 
 
@@ -508,8 +536,8 @@ def parse_recording(text: str | bytes, source: str, lazy: bool = False) -> Recor
             f"{source}:1: recording format version {version!r} is not supported; this "
             f"hermes-fsm reads version(s) {', '.join(map(str, READABLE_VERSIONS))} — "
             "upgrade hermes-fsm to read it")
-    try:
-        header = RecordingHeader.model_validate(head)
+    try:  # strict: a header of the wrong types is refused, not coerced
+        header = RecordingHeader.model_validate_json(first, strict=True)
     except ValidationError as exc:
         raise RecordingError(f"{source}:1: malformed header: {_first_error(exc)}") from None
     recording = Recording(header, None, source, body=rest.strip(), blank_lines=True)

@@ -154,14 +154,17 @@ class Replayer:
         """Re-validate every recorded state output, tool input and tool output against
         today's contracts.
 
-        Only the events that carry those payloads are read (a lazily loaded recording
-        parses only their lines).
+        A gate: every line is parsed and checked first (an object of a known kind, seqs
+        one by one in order, see :attr:`Recording.raw`) — a recording that fails that is
+        refused, naming the line; then the events that carry those payloads are checked.
 
         Raises:
             ReplayFailed: drift was found (unless ``raise_on_failure`` is False).
-            RecordingError: a line to check is malformed.
+            RecordingError: a line is not JSON, not an event, of an unknown kind, or out of
+                sequence (naming it).
         """
-        events = recording.select(_VALIDATED)
+        validated = _VALIDATED
+        events = [e for e in recording.raw if e["kind"] in validated]
         turns = len({e["turn_id"] for e in events})
         result = ReplayResult(recording.source, "validate", turns, recording.event_count)
         try:

@@ -14,6 +14,9 @@ With bearer tokens (``tokens``: token → user id) every ``/v1`` request needs
 ``Authorization: Bearer TOKEN`` and may only touch its user's sessions. Without tokens the
 app trusts the caller (mount it behind your own authentication) and takes ``user_id`` from
 the body.
+
+Every error, an endpoint's or Starlette's (no such path: 404, wrong method: 405, a bug:
+500), is the JSON error ``{"error": {"code", "message", "details"?}}``.
 """
 
 from __future__ import annotations
@@ -21,20 +24,22 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import logging
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Protocol
 
 from pydantic import ValidationError
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from hermes_fsm.engine.session import Session
 from hermes_fsm.engine.turn import Services
 from hermes_fsm.errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
-from hermes_fsm.events.recording import RecordingSource, recording_text
+from hermes_fsm.events.model import EVENTS_ADAPTER, Event
+from hermes_fsm.events.recording import RecordingSource, recording_header, recording_text
 from hermes_fsm.events.sinks import SinkHost, event_json
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.server.health import ReadinessSource, readiness
@@ -58,6 +63,7 @@ from hermes_fsm.server.wire import (
     sse_data,
     validation_response,
 )
+from hermes_fsm.store.protocol import SessionStore
 from hermes_fsm.viz.render import render_graph
 
 __all__ = ["ServedOrchestrator", "create_app"]
@@ -66,6 +72,8 @@ _GRAPH_TYPES = {"mermaid": "text/plain; charset=utf-8", "dot": "text/vnd.graphvi
                 "svg": "image/svg+xml", "html": "text/html; charset=utf-8"}
 _KEEPALIVE_S = 15.0
 _SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+log = logging.getLogger("hermes_fsm.server")
 
 
 class ServedOrchestrator(EventLogs, TurnRunner, ReadinessSource, RecordingSource, SinkHost,
@@ -78,6 +86,8 @@ class ServedOrchestrator(EventLogs, TurnRunner, ReadinessSource, RecordingSource
     def graph(self) -> Graph: ...
     @property
     def services(self) -> Services: ...
+    @property
+    def store(self) -> SessionStore | None: ...
     async def start(self) -> object: ...
     async def aclose(self) -> None: ...
 
@@ -122,7 +132,9 @@ def create_app(orchestrator: ServedOrchestrator, *, tokens: Mapping[str, str] | 
         Route("/readyz", api.readyz, methods=["GET"]),
         Route("/openapi.json", api.openapi, methods=["GET"]),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan)
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers={
+        HTTPException: _http_error, ClientDisconnect: _client_disconnected,
+        Exception: _internal_error})
     app.state.hub = hub
     app.state.orchestrator = orchestrator
     return app
@@ -185,22 +197,41 @@ class _Api:
                   "type": "string_pattern_mismatch"}])
         return session_id
 
-    def _existing(self, session_id: str, user: str | None) -> Response | None:
-        """404 for an unknown session, 403 for another user's; ``None`` when allowed."""
+    async def _existing(self, session_id: str, user: str | None) -> Response | None:
+        """404 for an unknown session, 403 for another user's; ``None`` when allowed.
+
+        A durable session is looked up in the store: any server process (a restarted
+        one, another replica) serves it, not only the one that ran its turns."""
         session = self.orchestrator.sessions().get(session_id)
-        if session is None:
+        owner = session.user_id if session is not None else None
+        store = self.orchestrator.store
+        if owner is None and store is not None:
+            record = await store.get(session_id)
+            owner = record.user_id if record is not None else None
+        if owner is None:
             return error_response(404, "session_not_found",
                                   f"no session {session_id!r}; start it with "
                                   f"POST /v1/sessions/{session_id}/turns")
-        return self._owned(session, user)
+        return self._owned(session_id, owner, user)
 
     @staticmethod
-    def _owned(session: Session, user: str | None) -> Response | None:
-        if user is not None and session.user_id != user:
+    def _owned(session_id: str, owner: str, user: str | None) -> Response | None:
+        if user is not None and owner != user:
             return error_response(403, "forbidden",
-                                  f"session {session.session_id!r} belongs to another user; "
+                                  f"session {session_id!r} belongs to another user; "
                                   "use a session id of your own")
         return None
+
+    async def _logged(self, session_id: str, after: int) -> list[Event]:
+        """The session's events with ``seq > after``: from the store when there is one
+        (the truth: a cached session holds only what this process appended), else from
+        the session's in-process log."""
+        store = self.orchestrator.store
+        if store is None:
+            return read_events(self.orchestrator, session_id, after) or []
+        logged: list[Event] = EVENTS_ADAPTER.validate_python(
+            await store.events_after(session_id, after))
+        return logged
 
     # --- turns ----------------------------------------------------------------------------
 
@@ -220,7 +251,7 @@ class _Api:
         user_id = user or body.user_id or "anonymous"
         session = self.orchestrator.sessions().get(session_id)
         if session is not None:
-            refused = self._owned(session, user_id)
+            refused = self._owned(session_id, session.user_id, user_id)
             if refused is not None:
                 return refused
         running = self.hub.start(session_id, body.text, user_id)
@@ -284,10 +315,10 @@ class _Api:
         after = _after(request)
         if isinstance(after, Response):
             return after
-        refused = self._existing(session_id, user)
+        refused = await self._existing(session_id, user)
         if refused is not None:
             return refused
-        logged = read_events(self.orchestrator, session_id, after) or []
+        logged = await self._logged(session_id, after)
         last = max(after, logged[-1].seq if logged else 0)
         running = self.hub.running.get(session_id)
         if "text/event-stream" in request.headers.get("accept", ""):
@@ -309,11 +340,19 @@ class _Api:
         if isinstance(caller, Response):
             return caller
         user, session_id = caller
-        refused = self._existing(session_id, user)
+        refused = await self._existing(session_id, user)
         if refused is not None:
             return refused
-        return Response(recording_text(self.orchestrator, session_id),
-                        media_type="application/x-ndjson")
+        store = self.orchestrator.store
+        if store is None:
+            text = recording_text(self.orchestrator, session_id)
+        else:  # durable: the whole log, whichever process wrote it
+            record = await store.get(session_id)
+            owner = record.user_id if record is not None else user or "anonymous"
+            header = recording_header(self.orchestrator, session_id, owner)
+            text = "\n".join([header.model_dump_json(), *(
+                e.model_dump_json() for e in await self._logged(session_id, 0))]) + "\n"
+        return Response(text, media_type="application/x-ndjson")
 
     async def get_graph(self, request: Request) -> Response:
         user = self._user(request)
@@ -367,6 +406,41 @@ def _last_frame(running: RunningTurn) -> bytes:
     if running.result is not None:
         return sse(name="result", data=result_json(running.result))
     return sse(name="error", data={"code": "turn_failed", "message": repr(running.error)})
+
+
+# --- errors outside the endpoints: the same JSON shape (Starlette's exception handlers) ---
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Starlette's own errors (no such path, method not allowed, …) as the API's JSON."""
+    assert isinstance(exc, HTTPException)
+    where = f"{request.method} {request.url.path}"
+    headers = dict(exc.headers or {})
+    if exc.status_code == 404:
+        return error_response(404, "not_found", f"no endpoint {where}; the endpoints are "
+                              "listed in GET /openapi.json", headers=headers)
+    if exc.status_code == 405:
+        allowed = next((v for k, v in headers.items() if k.lower() == "allow"), "")
+        return error_response(405, "method_not_allowed",
+                              f"{where} is not allowed; use {allowed or 'another method'}",
+                              headers=headers)
+    code = exc.detail.lower().replace(" ", "_") if exc.detail else "http_error"
+    return error_response(exc.status_code, code, f"{where}: {exc.detail}", headers=headers)
+
+
+async def _client_disconnected(request: Request, exc: Exception) -> Response:
+    """A client that went away before sending its whole request: nothing ran, nothing
+    to answer; one log line, not a traceback."""
+    log.info("client disconnected before sending the whole request: %s %s",
+             request.method, request.url.path)
+    return error_response(400, "client_disconnected", "the request body was not received")
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    """A bug: the JSON error to the client (no details), the traceback to the log (the
+    server logs it as it re-raises)."""
+    return error_response(500, "internal_error", f"internal error serving {request.method} "
+                          f"{request.url.path}; the server's log has the details")
 
 
 def _error_for(exc: HermesError) -> Response:
