@@ -259,7 +259,7 @@ class DurableSessions:
         hold = self._holds.get(session.session_id)
         if hold is not None and hold.lost:
             raise StaleWriter(session.session_id, "the lease expired or was taken while the "
-                                                  "turn ran")
+                                                  "turn ran", reason="lease")
         events = data[start:]
         prev = events[0]["seq"] - 1 if events else session.seq
         messages: list[Message] = []
@@ -279,7 +279,7 @@ class DurableSessions:
         blob = turn.events.json_from(start) if events else None  # serialized once: the
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
                                        events, messages, checkpoint, blob))  # log reuses it
-        turn.flushed = len(data)
+        turn.flushed = start + len(events)  # what was written: one emitted meanwhile is not
 
 
 def rebuild_turn(orchestrator: TurnEngine, session: Session,

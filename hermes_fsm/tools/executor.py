@@ -10,7 +10,10 @@ exponential backoff and jitter up to the contract's retry policy → the output 
 against the output schema and the contract's violation policy applied (``fail``,
 ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome → an audit event
 (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
-result or error, attempts and duration. The calls of one plan run concurrently. An
+result or error, attempts and duration. The calls of one plan run concurrently, as one
+task group: a call that raises (rather than failing into an envelope — its journal
+write failed, say) cancels its siblings, and they are awaited before the error goes on,
+so none of them emits an event after the plan failed. An
 output too long for a model's context is truncated in the envelope (the event keeps it
 whole).
 """
@@ -93,8 +96,13 @@ class ToolExecutor:
         await self.registry.breaker.refresh()  # tools tripped in other processes
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
-        return list(await asyncio.gather(*(self._run_one(*c, emit, caller, journal)
-                                           for c in calls)))
+        try:  # structured: a call that raises cancels its siblings, awaited before it goes on
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._run_one(*c, emit, caller, journal))
+                         for c in calls]
+        except BaseExceptionGroup as failed:
+            raise _first(failed) from None
+        return [task.result() for task in tasks]
 
     async def _run_one(self, call_id: str, tool_name: str, arguments: dict[str, Any],
                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
@@ -287,6 +295,23 @@ def _progress(emit: Emit, call_id: str, tool: str) -> Any:
 
 def _random() -> float:
     return random.random()
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a failed plan raises: the first call's (the others' are added as notes).
+
+    A plan's calls only raise what is not a tool's own failure (those become envelopes):
+    the effects journal's store failing, an engine bug. The caller sees that error itself,
+    as it would from one call, not an exception group.
+    """
+    errors = list(group.exceptions)
+    first = errors[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    for other in errors[1:]:
+        first.add_note(f"another call of the same plan failed too: {type(other).__name__}: "
+                       f"{other}")
+    return first
 
 
 __all__ += ["is_planning_error"]
