@@ -21,9 +21,12 @@ whole).
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from pydantic_core import to_json
@@ -67,15 +70,25 @@ class ToolExecutor:
         max_result_chars: an output whose JSON is longer is truncated for the model.
         random: source of jitter for retry backoff (``() -> float`` in [0, 1)).
         sleep: how to wait between retries (inject a fake to test backoff without waiting).
+        sync_workers: threads for sync tools (a tool defined with ``def``, not ``async
+            def``). Each call of one runs in a worker thread, never on the event loop, so
+            its ``timeout_s`` holds and the other turns of the process go on while it
+            blocks. A timeout cannot stop the thread: the call returns ``TIMEOUT`` on time,
+            and the function runs on to its end in its thread, holding a worker. With
+            every worker held, more sync calls wait for one (and time out if none frees
+            up in time; a call that times out before it started never runs).
     """
 
     def __init__(self, registry: ToolRegistry, *, max_result_chars: int = 4000,
                  random: Callable[[], float] | None = None,
-                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
+                 sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+                 sync_workers: int = 16) -> None:
         self.registry = registry
         self.max_result_chars = max_result_chars
         self._random = random or _random
         self._sleep = sleep
+        self.sync_workers = sync_workers
+        self._pool: ThreadPoolExecutor | None = None  # made at the first sync call
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
                       emit: Emit = _no_events, caller: str = "anonymous",
@@ -241,6 +254,12 @@ class ToolExecutor:
         :class:`ToolCallFailed` with an explicit ``retryable``).
         """
         try:
+            if tool.blocking:  # a sync function: in a worker thread, under its timeout
+                async with asyncio.timeout(tool.timeout_s):
+                    result = await self._in_thread(tool, arguments)
+                    if hasattr(result, "__await__"):
+                        result = await result
+                return None, "", None, result
             result = tool.invoke(arguments, progress)
             if hasattr(result, "__await__"):
                 if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
@@ -260,6 +279,16 @@ class ToolExecutor:
         except Exception as exc:  # a tool's own failure becomes an envelope, not a crash
             return "TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}", None, None
         return None, "", None, result
+
+    def _in_thread(self, tool: Tool, arguments: dict[str, Any]) -> asyncio.Future[Any]:
+        """Call a sync tool in one of the executor's worker threads (with the caller's
+        context variables)."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(self.sync_workers,
+                                                   thread_name_prefix="hermes-tool")
+        call = functools.partial(contextvars.copy_context().run, tool.invoke, arguments)
+        return asyncio.get_running_loop().run_in_executor(pool, call)
 
     def _truncate(self, envelope: dict[str, Any]) -> bool:
         return truncate_for_model(envelope, self.max_result_chars)
