@@ -7,7 +7,9 @@ Run on demand (never in CI, no timed assertions)::
 Local: one call of a sync tool through ``ToolExecutor.execute`` (argument check,
 permission and breaker checks, timeout-free sync call, output check, truncation check,
 start/finish events to a no-op emitter and to a real turn's event list) against calling
-the function directly. MCP: ``calendar_query`` on the bundled stdio demo server through
+the function directly; the tool is ``inline`` (called on the event loop), and the
+``thread`` row is the same tool run as sync tools are by default, in a worker thread.
+MCP: ``calendar_query`` on the bundled stdio demo server through
 the executor and ``MCPConnection`` against a bare ``mcp.Client.call_tool`` to the same
 server script, in the same run, alternating call by call. Targets: ≤ 20 µs added to a local
 call, ≤ 10% added to an MCP round trip.
@@ -74,10 +76,12 @@ async def per_call_us(run: Any, n: int) -> float:
 
 async def bench_local(n: int) -> None:
     registry = ToolRegistry()
-    registry.tool()(lookup)
+    registry.tool(inline=True)(lookup)
+    registry.tool("lookup_in_thread")(lookup)
     executor = ToolExecutor(registry)
     calls = [("c1", "lookup", {"sku": "A1001", "warehouse": "east"})]
     args = calls[0][2]
+    threaded = [("c1", "lookup_in_thread", args)]
 
     async def direct() -> None:
         lookup(**args)
@@ -88,11 +92,16 @@ async def bench_local(n: int) -> None:
     async def with_events() -> None:
         await executor.execute(calls, TurnEvents(), "alice")
 
-    rounds: dict[str, list[float]] = {"direct": [], "executor": [], "executor+events": []}
+    async def in_thread() -> None:
+        await executor.execute(threaded, noop, "alice")
+
+    rounds: dict[str, list[float]] = {"direct": [], "executor": [], "executor+events": [],
+                                      "thread": []}
     for _ in range(5):
         rounds["direct"].append(await per_call_us(direct, n))
         rounds["executor"].append(await per_call_us(through_executor, n))
         rounds["executor+events"].append(await per_call_us(with_events, n))
+        rounds["thread"].append(await per_call_us(in_thread, n))
     base = statistics.median(rounds["direct"])
     print(f"local tool, {n} calls x 5 rounds (median µs per call):")
     for name, values in rounds.items():

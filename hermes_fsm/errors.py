@@ -20,7 +20,7 @@
     ├── SessionError                 a session is unknown or unusable
     │   ├── SessionBusy              a turn is already running on that session
     │   ├── SessionArchived          the session was archived; start a new one
-    │   └── StaleWriter              another process took the session over; append refused
+    │   └── StaleWriter              append refused: lease lost, epoch superseded, seq off
     ├── StoreError                   a session store (PostgreSQL, SQLite) failed
     └── UsageError                   an API or CLI argument is wrong
         └── ContextOverflow          a message alone is over its token budget
@@ -228,18 +228,41 @@ class SessionArchived(SessionError):
 
 
 class StaleWriter(SessionError):
-    """The store refused an append: this process no longer holds the session.
+    """An append was refused: this writer's hold on the session is gone or out of step.
+    Nothing was written.
 
-    Another process claimed the session (a newer lease epoch) or appended events this
-    process had not seen (the expected sequence number was taken). Nothing was written.
+    ``reason`` says which, and the message claims no more than that:
+
+    - ``"epoch"``: the session was claimed again since this writer claimed it (a newer
+      epoch: another process, or another orchestrator on the same store, took it over);
+    - ``"lease"``: the lease expired or was taken while the turn ran (refused before the
+      store was asked: another process may hold the session now);
+    - ``"seq"``: the epoch is still this writer's, so nobody took the session over, but
+      the log is not at the seq the append expected: this process's events are out of
+      step with the store (a bug);
+    - ``"missing"``: the session is not in the store.
     """
 
-    def __init__(self, session_id: str, detail: str) -> None:
+    def __init__(self, session_id: str, detail: str, *, reason: str = "epoch") -> None:
         self.session_id = session_id
-        super().__init__(
-            f"session {session_id!r}: append refused, {detail}. Another process has taken "
-            "this session over; drop this turn and let that process (or a resume) finish it."
-        )
+        self.reason = reason
+        advice = _STALE_ADVICE.get(reason, _STALE_ADVICE["epoch"])
+        super().__init__(f"session {session_id!r}: append refused, {detail}. {advice}")
+
+
+_STALE_ADVICE = {
+    "epoch": ("The session was claimed again since this turn claimed it (by another process, "
+              "or another orchestrator on the same store); drop this turn and let that holder "
+              "(or a resume) finish it."),
+    "lease": ("Another process may hold the session now; drop this turn — the next turn or a "
+              "resume finishes it from its last stored step (if turns outlive the lease, check "
+              "the lease's store and its TTL)."),
+    "seq": ("The epoch is still this writer's, so no other process took the session over: "
+            "this process's events are out of step with the store (one numbered but not "
+            "written, or written twice). The store stays consistent and the next turn reloads "
+            "the session from it; please report this as a bug."),
+    "missing": "Claim the session before appending to it.",
+}
 
 
 class StoreError(HermesError):

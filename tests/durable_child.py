@@ -35,8 +35,15 @@ PLAN = {"tool_calls": [
     {"tool_name": "lookup", "arguments": {"account": "a"}, "reasoning_trace": "check"}]}
 
 
+def plan_once_a_turn(request: Any) -> dict[str, Any]:
+    """Every turn plans ``transfer`` at its first PLANNING, nothing at the second (a
+    resumed turn has its earlier plan back among its outputs). A fixed script would not
+    do: ScriptedBrain repeats its last entry, so only the first turn would pay."""
+    return PLAN_EMPTY if "plan" in request.outputs else PLAN
+
+
 def script() -> dict[str, list[Any]]:
-    return happy_script(plan=[PLAN, PLAN_EMPTY],
+    return happy_script(plan=[plan_once_a_turn],
                         response=[{"text": "done", "evidence": []}])
 
 

@@ -2,8 +2,10 @@
 
 - Crash: a child runs turns; the parent kills it with SIGKILL when it reaches a chosen
   state (every state in turn, after a random short delay); a fresh child resumes every
-  session and goes on. At the end every turn ended in IDLE exactly once, every session's
-  sequence numbers are contiguous, and the non-idempotent tool never ran twice for a call.
+  session and goes on. Every turn plans the non-idempotent ``transfer``. At the end every
+  turn ended in IDLE exactly once, every session's sequence numbers are contiguous, every
+  turn called ``transfer``, and each call ran once — or, killed before it ran, was not
+  made again (``OUTCOME_UNKNOWN``) — never twice.
 - Race: two children run turns on the same sessions at once: turns of a session never
   interleave, every refusal is a clean SessionBusy, every accepted turn completed.
 """
@@ -113,6 +115,8 @@ def test_sessions_survive_sigkill_in_every_state(services):
 
     assert set(killed_in) == set(STATES), killed_in
     schema = services["schema"]
+    transfers: dict[str, str | None] = {}  # call key → error code of its last finish
+    turns = 0
     with psycopg.connect(PG_URL) as conn:
         for sid in sessions:
             rows = conn.execute(f'SELECT seq, kind, turn_id, body::text FROM "{schema}".'
@@ -123,16 +127,32 @@ def test_sessions_survive_sigkill_in_every_state(services):
             finished = Counter(r[2] for r in rows if r[1] == "turn_finished")
             assert started and set(started.values()) == {1}
             assert finished == started, f"{sid}: a turn did not end exactly once"
+            turns += len(finished)
             for body in (json.loads(r[3]) for r in rows if r[1] == "turn_finished"):
                 assert body["path"][-1] == "IDLE"
+            paid = set()
+            for kind, turn_id, body in ((r[1], r[2], json.loads(r[3])) for r in rows):
+                if kind.startswith("tool_call_") and body["tool"] == "transfer":
+                    key = f"{sid}/{body['call_id']}"
+                    if kind == "tool_call_started":
+                        paid.add(turn_id)
+                        transfers.setdefault(key, None)
+                    elif kind == "tool_call_finished":
+                        transfers[key] = None if body["ok"] else body["error"]["error_code"]
+            assert paid == set(finished), f"{sid}: a turn did not plan the transfer"
             state = conn.execute(f'SELECT state FROM "{schema}".hermes_sessions '
                                  "WHERE session_id = %s", (sid,)).fetchone()
             assert state == ("IDLE",)
-        twice = conn.execute(f'SELECT call_id, count(*) FROM "{schema}".executions '
-                             "GROUP BY call_id HAVING count(*) > 1").fetchall()
-        assert twice == [], f"non-idempotent calls executed twice: {twice}"
-        row = conn.execute(f'SELECT count(*) FROM "{schema}".executions').fetchone()
-        assert row is not None and row[0] > 0
+        executions = Counter(r[0] for r in conn.execute(
+            f'SELECT call_id FROM "{schema}".executions').fetchall())
+    twice = {key: n for key, n in executions.items() if n > 1}
+    assert twice == {}, f"non-idempotent calls executed twice: {twice}"
+    assert set(executions) <= set(transfers), "an execution of a call the log does not have"
+    not_run = {key: code for key, code in transfers.items() if key not in executions}
+    assert all(code == "OUTCOME_UNKNOWN" for code in not_run.values()), not_run
+    # every turn paid once (or, killed before paying, was not made to pay again)
+    assert len(executions) + len(not_run) == len(transfers) >= turns
+    assert len(executions) > turns // 2, (len(executions), turns)
 
 
 def test_two_processes_racing_on_the_same_sessions_never_interleave(services):

@@ -44,7 +44,8 @@ def build_demo_registry() -> ToolRegistry:
     registry = ToolRegistry()
     reminders: list[dict[str, str]] = []
 
-    @registry.tool(timeout_s=5, description=(
+    # in-memory and instant: called on the event loop, no worker thread (see Tool.inline)
+    @registry.tool(timeout_s=5, inline=True, description=(
         "Look up how many units of a product (by SKU, e.g. 'A1001') are in stock. "
         "Give 'warehouse' (east, north, south, west) for one warehouse, or leave it out "
         "for every warehouse. Use it for any question about stock, inventory or availability."
@@ -64,7 +65,7 @@ def build_demo_registry() -> ToolRegistry:
         return {"sku": item["sku"], "name": item["name"], "warehouse": code,
                 "quantity": item["stock"][code]}
 
-    @registry.tool(side_effects="write", timeout_s=5, description=(
+    @registry.tool(side_effects="write", timeout_s=5, inline=True, description=(
         "Create a reminder with a text and a due time (free text, e.g. 'tomorrow 9:00'). "
         "Use it when the user asks to be reminded of something."
     ))
@@ -73,7 +74,7 @@ def build_demo_registry() -> ToolRegistry:
         reminders.append(reminder)
         return dict(reminder)
 
-    @registry.tool(description=(
+    @registry.tool(inline=True, description=(
         "List the most recent reminders (at most 10) and how many there are in all. "
         "Use it when asked about reminders."))
     def list_reminders() -> dict[str, Any]:

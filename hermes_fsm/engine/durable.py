@@ -21,6 +21,19 @@ is in the events; the engine knows nothing about specific states.
 Tool calls of a durable turn go through an :class:`EffectsJournal` (see
 :mod:`hermes_fsm.tools.executor`): a call that finished before a crash is not made again.
 
+Late events — a turn's events emitted after it ended, e.g. the ``memory_write`` of a
+memory commit retried in the background (:mod:`hermes_fsm.engine.memory_handlers`) — are
+events of the session, stored in order: one is never numbered while a turn of the
+session runs (its seq would fall inside that turn's range, and the turn's next append
+would find a gap). :class:`DurableSessions` queues it, and whoever next holds the
+session's lease in this process writes the queue as an append of its own: the turn that
+was running, after its last step and before it releases the lease; else the next turn
+of the session, right after its claim (and after finishing an interrupted turn) and
+before its own events; else ``Orchestrator.aclose``, under the lease. Sinks and the
+session's log get a late event when it is stored. An append of late events that fails
+is tried again at the next of those points (three tries, then the events are dropped
+and logged); it never fails a turn.
+
 The engine knows nothing of this: :class:`DurableSessions` is a turn hook
 (:mod:`hermes_fsm.engine.hooks`) — ``pre_turn`` gives the turn its journal, ``post_step``
 appends the step, ``post_turn`` the last step with the messages and the checkpoint,
@@ -31,6 +44,7 @@ through its public API only (:class:`TurnEngine`): the session cache, and
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -39,14 +53,21 @@ from pydantic import ValidationError
 from hermes_fsm.brain.protocol import Repair, RepairReason
 from hermes_fsm.engine.context import ContextBuilder, apply_context_event
 from hermes_fsm.engine.session import Session, SessionCache
-from hermes_fsm.engine.turn import Services, TurnContext, TurnResult
-from hermes_fsm.errors import SessionArchived, SessionBusy, SessionError, StaleWriter
+from hermes_fsm.engine.turn import Services, TurnContext, TurnResult, number_late
+from hermes_fsm.errors import SessionArchived, SessionBusy, SessionError, StaleWriter, StoreError
+from hermes_fsm.events.model import Event
+from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.sources import IdFactory
 from hermes_fsm.store.lease import LeaseHold, LocalLease, SessionLease
 from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionStore
 
 __all__ = ["DurableSessions", "EffectsJournal", "TurnEngine", "rebuild_turn"]
+
+_log = logging.getLogger("hermes_fsm.engine.durable")
+
+_LATE_TRIES = 3
+"""Appends of a session's late events that may fail before they are dropped (and logged)."""
 
 
 class TurnEngine(Protocol):
@@ -69,6 +90,8 @@ class TurnEngine(Protocol):
     def event_log(self) -> bool: ...
     @property
     def session_cache(self) -> SessionCache: ...
+    @property
+    def sinks(self) -> tuple[EventSink, ...]: ...
 
     def new_turn(self, session: Session, text: str, user_id: str, *,
                  turn_id: str | None = None) -> TurnContext: ...
@@ -118,6 +141,8 @@ class DurableSessions:
         self.queue_wait_s = (queue_wait_s if queue_wait_s is not None
                              else orchestrator.graph.budget_s * 2)
         self._holds: dict[str, LeaseHold] = {}  # session id → the lease its turn runs under
+        # session id → (user id, late events waiting to be stored, failed appends)
+        self._late: dict[str, tuple[str, list[tuple[type[Event], dict[str, Any]]], int]] = {}
 
     async def run_turn(self, session_id: str | None, text: str, user_id: str) -> TurnResult:
         """Lease, claim and sync the session, finish an interrupted turn, run this one."""
@@ -129,7 +154,10 @@ class DurableSessions:
             session, pending = await self.load(session_id, user_id)
             if pending:
                 await self._finish_pending(session, pending)
-            return await o.drive_turn(o.new_turn(session, text, user_id))
+            await self.write_late(session)  # landed since this session's last turn here
+            result = await o.drive_turn(o.new_turn(session, text, user_id))
+            await self.write_late(session)  # landed while the turn ran
+            return result
         finally:
             await self._release(session_id, hold)
 
@@ -147,9 +175,9 @@ class DurableSessions:
         hold = await self._acquire(session_id)
         try:
             session, pending = await self.load(session_id, record.user_id)
-            if not pending:
-                return None
-            return await self._finish_pending(session, pending)
+            result = await self._finish_pending(session, pending) if pending else None
+            await self.write_late(session)
+            return result
         finally:
             await self._release(session_id, hold)
 
@@ -226,9 +254,74 @@ class DurableSessions:
     # --- the turn hook ----------------------------------------------------------------
 
     def pre_turn(self, *, session: Session, turn: TurnContext, **future_kwargs: Any) -> None:
-        """Tool calls of the turn go through the session's effects journal."""
+        """Tool calls of the turn go through the session's effects journal; its late
+        events come to this layer's queue."""
         if turn.journal is None:
             turn.journal = EffectsJournal(self.store, session.session_id)
+        turn.late = self.queue_late
+
+    # --- late events (see the module docs) ---------------------------------------------
+
+    def queue_late(self, session: Session, kind: type[Event], data: dict[str, Any]) -> None:
+        """Queue a late event of ``session`` (its ``seq`` is given when it is written)."""
+        user_id, queued, failures = self._late.get(session.session_id,
+                                                   (session.user_id, [], 0))
+        queued.append((kind, data))
+        self._late[session.session_id] = (user_id, queued, failures)
+
+    async def write_late(self, session: Session) -> None:
+        """Append the session's queued late events after its last event. The caller holds
+        the session's lease, has claimed it, and runs no turn on it. Never raises: a
+        failed append is tried again at the next chance (see the module docs)."""
+        entry = self._late.pop(session.session_id, None)
+        if entry is None:
+            return
+        user_id, queued, failures = entry
+        batch = number_late(session, queued)
+        try:
+            await self.store.append(Append(session.session_id, session.epoch, session.seq,
+                                           session.state, batch.data, (), None,
+                                           batch.to_json()))
+        except (StaleWriter, StoreError) as exc:
+            failures += 1
+            if failures < _LATE_TRIES:
+                self._late[session.session_id] = (user_id, queued + self._late.get(
+                    session.session_id, (user_id, [], 0))[1], failures)
+            else:
+                _log.error("session %r: %d late event(s) dropped after %d failed appends: %s",
+                           session.session_id, len(queued), failures, exc)
+            return
+        session.seq = batch.last_seq()
+        session.record(batch)
+        sinks = self.orchestrator.sinks
+        for event in batch:
+            for sink in sinks:
+                sink.emit(event)
+
+    async def write_all_late(self) -> None:
+        """Store every queued late event, each session under its lease (a session whose
+        lease cannot be had within ``queue_wait_s``, or whose store fails, keeps them
+        queued; ``Orchestrator.aclose`` calls this)."""
+        for session_id in list(self._late):
+            user_id = self._late[session_id][0]
+            try:
+                hold = await self.lease.acquire(session_id, self.queue_wait_s)
+            except StoreError as exc:
+                _log.error("session %r: late events not stored, the lease failed: %s",
+                           session_id, exc)
+                continue
+            if hold is None:
+                _log.error("session %r: late events not stored, its lease stayed busy",
+                           session_id)
+                continue
+            self._holds[session_id] = hold
+            try:
+                session, _ = await self.load(session_id, user_id)
+                await self.write_late(session)
+            except (SessionError, StoreError) as exc:
+                _log.error("session %r: late events not stored: %s", session_id, exc)
+            finally:
+                await self._release(session_id, hold)
 
     async def post_step(self, *, session: Session, turn: TurnContext,
                         **future_kwargs: Any) -> None:
@@ -259,7 +352,7 @@ class DurableSessions:
         hold = self._holds.get(session.session_id)
         if hold is not None and hold.lost:
             raise StaleWriter(session.session_id, "the lease expired or was taken while the "
-                                                  "turn ran")
+                                                  "turn ran", reason="lease")
         events = data[start:]
         prev = events[0]["seq"] - 1 if events else session.seq
         messages: list[Message] = []
@@ -279,7 +372,7 @@ class DurableSessions:
         blob = turn.events.json_from(start) if events else None  # serialized once: the
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
                                        events, messages, checkpoint, blob))  # log reuses it
-        turn.flushed = len(data)
+        turn.flushed = start + len(events)  # what was written: one emitted meanwhile is not
 
 
 def rebuild_turn(orchestrator: TurnEngine, session: Session,

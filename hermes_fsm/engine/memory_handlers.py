@@ -7,6 +7,20 @@
 - :func:`apply_memory_updates` commits the turn's memory updates and experiences. A commit
   that fails never fails the turn: it emits ``memory_commit_failed`` and is retried in the
   background; when retries run out, a final ``memory_commit_failed`` is recorded.
+
+How a retry ends is reported late, after the turn ended: its ``memory_write`` events (or
+the final ``memory_commit_failed``) are events of the session and of the turn that made
+the commit (its ``turn_id``), in order, through :meth:`TurnContext.emit_late`. A late
+event gets its seq only when no turn of the session is running — never one inside
+another turn's range — so it comes after the events of the turn that was running when
+it landed:
+
+- without a store, at once if the session is idle, else as soon as the running turn
+  ends (to the session's log and the sinks);
+- with a durable store, it is written as its own append under the session's lease, by
+  the running turn before it releases the lease, else by the session's next turn in
+  this process before its own events, else when the orchestrator closes (see
+  :mod:`hermes_fsm.engine.durable`). Until then it is in neither the store nor the sinks.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from hermes_fsm.engine.durable import DurableSessions
 from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
 from hermes_fsm.engine.session import Session, SessionCache
-from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult
+from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult, deliver_late
 from hermes_fsm.errors import (
     BrainError,
     HermesError,
@@ -206,6 +206,7 @@ class Orchestrator:
         if close_brain is not None:  # e.g. the OpenAI-compatible brain's HTTP client
             await close_brain()
         if self.durable is not None:
+            await self.durable.write_all_late()  # what landed after each session's last turn
             await self.durable.lease.close()
             await self.durable.store.close()
 
@@ -392,6 +393,8 @@ class Orchestrator:
         finally:
             session.record(turn.events)
             session.busy = False
+            if session.late:  # late events of an earlier turn that waited for this one
+                deliver_late(session, self._sinks.current)
 
     def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,
                 started: float) -> TurnResult:

@@ -40,14 +40,17 @@ class Session:
         history: its messages (``role``, ``content``), oldest first: the sliding window.
         summary: the rolling summary of the messages that left the window (see
             :mod:`hermes_fsm.engine.context`; "" until the first fold).
+        late: late events of a finished turn (:meth:`TurnContext.emit_late`) waiting for
+            the running turn to end before they are numbered (no store; see
+            :mod:`hermes_fsm.engine.memory_handlers`).
 
     Args:
         log: keep the event log (``False``: :meth:`record` drops each turn's events, and
             the log reads as empty).
     """
 
-    __slots__ = ("_lock", "_log", "busy", "epoch", "history", "seq", "session_id", "state",
-                 "summary", "user_id")
+    __slots__ = ("_lock", "_log", "busy", "epoch", "history", "late", "seq", "session_id",
+                 "state", "summary", "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str, log: bool = True) -> None:
         self.session_id = session_id
@@ -60,6 +63,7 @@ class Session:
         self.history: list[dict[str, str]] = []
         self.summary = ""
         self.busy = False
+        self.late: list[tuple[type[Event], dict[str, Any]]] = []  # waiting for a seq
         self._lock: asyncio.Lock | None = None
 
     @property

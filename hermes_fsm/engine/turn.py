@@ -10,7 +10,7 @@ engine's: a handler emits, it does not see or change the sinks.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
@@ -35,7 +35,8 @@ from hermes_fsm.sources import Clock, SystemClock
 from hermes_fsm.tools.executor import ToolRunner
 from hermes_fsm.tools.registry import ToolRegistry
 
-__all__ = ["EventSinks", "Services", "TurnContext", "TurnResult"]
+__all__ = ["EventSinks", "Services", "TurnContext", "TurnResult", "deliver_late",
+           "number_late"]
 
 
 @dataclass(slots=True)
@@ -121,13 +122,16 @@ class TurnContext:
         output: the current state's validated output (conditions read it).
         services: brain, tools, memory, clock.
         journal: the effects journal of a durable session (``None`` in-process).
+        late: where :meth:`emit_late` hands late events (a durable session's writer;
+            ``None`` in-process: the session numbers them itself).
         flushed: how many of ``events`` are stored durably (a durable session's).
     """
 
     __slots__ = (
         "_add_event", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
         "by_contract", "events", "flushed",
-        "history", "journal", "memory", "output", "output_state", "outputs", "path", "repair",
+        "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
+        "repair",
         "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
         "user_id",
     )
@@ -156,6 +160,7 @@ class TurnContext:
         self._now = _utc_now if type(clock) is SystemClock else clock.now
         self.flushed = 0
         self.journal: Any = None
+        self.late: Callable[[Session, type[Event], dict[str, Any]], None] | None = None
         self.routes = 0
         self.memory: str | None = None
         self.history = tuple(session.history)  # a snapshot: the turn appends later
@@ -202,19 +207,23 @@ class TurnContext:
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
-        background): the session's next seq, to the session's log and the sinks (as an
-        object: no turn is running to take field dicts)."""
-        session = self.session
-        session.seq += 1
-        fields.update(session_id=self.session_id, turn_id=self.turn_id, seq=session.seq,
+        background), in order: it gets its seq only when no turn of the session is running.
+
+        With a durable store (:attr:`late` set) the durable layer queues it and writes it
+        under the session's lease; without one it is numbered now if the session is idle,
+        else as soon as the running turn ends — then it goes to the session's log and the
+        sinks (as an object: no turn is running to take field dicts).
+        """
+        fields.update(session_id=self.session_id, turn_id=self.turn_id, seq=0,
                       at=self.services.clock.now())
-        data = event_data(kind, fields)
-        event = make_event(kind, data)
-        batch = EventList()
-        batch.add(kind, data, event)
-        session.record(batch)
-        for sink in self._sinks.current:
-            sink.emit(event)
+        data = event_data(kind, fields)  # a wrong field raises here, in the caller
+        session = self.session
+        if self.late is not None:
+            self.late(session, kind, data)
+            return
+        session.late.append((kind, data))
+        if not session.busy:
+            deliver_late(session, self._sinks.current)
 
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.
@@ -268,6 +277,32 @@ class TurnContext:
     def answer(self) -> str | None:
         """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""
         return self._answer
+
+
+def number_late(session: Session, pending: Sequence[tuple[type[Event], dict[str, Any]]]
+                ) -> EventList:
+    """Give late events the session's next seqs (it must not be running a turn)."""
+    batch = EventList()
+    seq = session.seq
+    for kind, data in pending:
+        seq += 1
+        numbered = {**data, "seq": seq}
+        batch.add(kind, numbered, make_event(kind, numbered))
+    return batch
+
+
+def deliver_late(session: Session, sinks: Sequence[EventSink]) -> None:
+    """Number the session's waiting late events, log them and send them to ``sinks``
+    (in-process sessions; the session must not be running a turn)."""
+    pending, session.late = session.late, []
+    if not pending:
+        return
+    batch = number_late(session, pending)
+    session.seq = batch.last_seq()
+    session.record(batch)
+    for event in batch:
+        for sink in sinks:
+            sink.emit(event)
 
 
 _utc_now = partial(datetime.now, UTC)

@@ -9,7 +9,7 @@ it recorded turns and :meth:`begin` one by id.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -132,7 +132,7 @@ def index_turn(events: Sequence[Mapping[str, Any]]
     """What a recorded turn's events say the outside world did, in one pass:
 
     - per state, in attempt order, what the brain returned (or the error it ended in);
-    - the tool calls, each as its (started, finished) events, in the order they finished;
+    - the tool calls, each as its (started, finished) events, in the order they started;
     - the memory recall (its ``memory_recalled`` event, if any);
     - the memory writes (``memory_write`` events).
     """
@@ -175,6 +175,7 @@ def index_turn(events: Sequence[Mapping[str, Any]]
             recall = e
         elif kind == "memory_write":
             writes.append(e)
+    calls.sort(key=lambda call: call[0].get("seq") or 0)  # the plan's order, not finishing
     return outcomes, calls, recall, writes
 
 
@@ -205,20 +206,29 @@ class ReplayExecutor:
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
                       emit: Emit, caller: str = "anonymous", journal: Any = None
                       ) -> list[dict[str, Any]]:
-        return [self._one(call_id, tool, arguments, emit) for call_id, tool, arguments in calls]
+        """The recorded envelopes; the events come in the recorded order (the calls of a
+        plan run concurrently, so their start and finish events may interleave)."""
+        later: list[tuple[int, Any, dict[str, Any]]] = []
+        envelopes = [self._one(call_id, tool, arguments, later.append)
+                     for call_id, tool, arguments in calls]
+        for _, kind, fields in sorted(later, key=lambda item: item[0]):
+            emit(kind, **fields)
+        return envelopes
 
     def _one(self, call_id: str, tool: str, arguments: dict[str, Any],
-             emit: Emit) -> dict[str, Any]:
+             emit: Callable[[tuple[int, Any, dict[str, Any]]], None]) -> dict[str, Any]:
         if not self._queue:
-            emit(ToolCallStarted, call_id=call_id, tool=tool, arguments=arguments)
+            emit((1 << 62, ToolCallStarted, {"call_id": call_id, "tool": tool,
+                                             "arguments": arguments}))
             return {"call_id": call_id, "tool_name": tool, "success": False,
                     "error_code": "REPLAY_NO_RECORDED_CALL",
                     "message": "the recording has no more tool calls", "retryable": False}
         started, finished = self._queue.popleft()
-        emit(ToolCallStarted, **{**_payload(started, _STARTED_FIELDS), "call_id": call_id,
-                                 "tool": tool, "arguments": arguments})
-        emit(ToolCallFinished, **{**_payload(finished, _FINISHED_FIELDS), "call_id": call_id,
-                                  "tool": tool})
+        emit((started.get("seq") or 0, ToolCallStarted,
+              {**_payload(started, _STARTED_FIELDS), "call_id": call_id, "tool": tool,
+               "arguments": arguments}))
+        emit((finished.get("seq") or 0, ToolCallFinished,
+              {**_payload(finished, _FINISHED_FIELDS), "call_id": call_id, "tool": tool}))
         if finished["ok"]:
             envelope = {"call_id": call_id, "tool_name": tool, "success": True,
                         "output": finished.get("output")}

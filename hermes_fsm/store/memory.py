@@ -68,12 +68,12 @@ class InMemoryStore:
         sid = batch.session_id
         record = self._sessions.get(sid)
         if record is None:
-            raise StaleWriter(sid, "the session does not exist (claim it first)")
+            raise StaleWriter(sid, "the session does not exist", reason="missing")
         if record.epoch != batch.epoch:
             raise StaleWriter(sid, f"epoch {batch.epoch} was superseded by {record.epoch}")
         if record.seq != batch.prev_seq:
             raise StaleWriter(sid, f"expected seq {batch.prev_seq} but the log is at "
-                                   f"{record.seq}")
+                                   f"{record.seq}", reason="seq")
         rows = [(e["seq"], dumps(e)) for e in batch.events]
         self._events.setdefault(sid, []).extend(rows)
         self._messages.setdefault(sid, []).extend(

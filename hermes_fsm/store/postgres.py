@@ -350,7 +350,7 @@ class PostgresStore:
             return exc
         sid = batch.session_id
         if record is None:
-            return StaleWriter(sid, "the session does not exist (claim it first)")
+            return StaleWriter(sid, "the session does not exist", reason="missing")
         if record.epoch != batch.epoch:
             return StaleWriter(sid, f"epoch {batch.epoch} was superseded by {record.epoch}")
         if retried and record.seq == batch.last_seq and batch.events:
@@ -360,7 +360,8 @@ class PostgresStore:
                                      (sid, batch.last_seq, batch.events[-1]["turn_id"]))
             if rows:  # the first try committed before its connection dropped
                 return _AlreadyWritten()
-        return StaleWriter(sid, f"expected seq {batch.prev_seq} but the log is at {record.seq}")
+        return StaleWriter(sid, f"expected seq {batch.prev_seq} but the log is at {record.seq}",
+                           reason="seq")
 
     # --- reads -------------------------------------------------------------------------------
 

@@ -170,7 +170,8 @@ class SQLiteStore:
                     "WHERE session_id = ? AND epoch = ? AND seq = ?",
                     (batch.state, batch.last_seq, _now(), sid, batch.epoch, batch.prev_seq))
                 if cur.rowcount != 1:
-                    raise StaleWriter(sid, self._why_stale(db, batch))
+                    detail, reason = self._why_stale(db, batch)
+                    raise StaleWriter(sid, detail, reason=reason)
                 db.executemany(
                     "INSERT INTO hermes_events (session_id, seq, turn_id, kind, body) "
                     "VALUES (?, ?, ?, ?, ?)",
@@ -193,17 +194,18 @@ class SQLiteStore:
                 db.execute("ROLLBACK")
                 raise
         except sqlite3.IntegrityError as exc:
-            raise StaleWriter(sid, f"an event seq was already taken ({exc})") from exc
+            raise StaleWriter(sid, f"an event seq was already taken ({exc})",
+                              reason="seq") from exc
         except sqlite3.Error as exc:
             raise self._fail(f"appending to session {sid!r}", exc) from exc
 
-    def _why_stale(self, db: sqlite3.Connection, batch: Append) -> str:
+    def _why_stale(self, db: sqlite3.Connection, batch: Append) -> tuple[str, str]:
         record = self._record(db, batch.session_id)
         if record is None:
-            return "the session does not exist (claim it first)"
+            return "the session does not exist", "missing"
         if record.epoch != batch.epoch:
-            return f"epoch {batch.epoch} was superseded by {record.epoch}"
-        return f"expected seq {batch.prev_seq} but the log is at {record.seq}"
+            return f"epoch {batch.epoch} was superseded by {record.epoch}", "epoch"
+        return f"expected seq {batch.prev_seq} but the log is at {record.seq}", "seq"
 
     async def events_after(self, session_id: str, seq: int = 0) -> list[dict[str, Any]]:
         rows = self._conn().execute(

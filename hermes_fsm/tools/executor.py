@@ -10,7 +10,10 @@ exponential backoff and jitter up to the contract's retry policy → the output 
 against the output schema and the contract's violation policy applied (``fail``,
 ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome → an audit event
 (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
-result or error, attempts and duration. The calls of one plan run concurrently. An
+result or error, attempts and duration. The calls of one plan run concurrently, as one
+task group: a call that raises (rather than failing into an envelope — its journal
+write failed, say) cancels its siblings, and they are awaited before the error goes on,
+so none of them emits an event after the plan failed. An
 output too long for a model's context is truncated in the envelope (the event keeps it
 whole).
 
@@ -23,9 +26,12 @@ no event, journal entry or session store ever holds what could not be read back.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 from pydantic_core import to_json
@@ -72,18 +78,28 @@ class ToolExecutor:
         sleep: how to wait between retries (inject a fake to test backoff without waiting).
         max_output_depth, max_output_bytes: the bounds of an output that is stored (see
             the module docs); beyond them the call fails with ``OUTPUT_TOO_LARGE``.
+        sync_workers: threads for sync tools (a tool defined with ``def``, not ``async
+            def``). Each call of one runs in a worker thread, never on the event loop, so
+            its ``timeout_s`` holds and the other turns of the process go on while it
+            blocks. A timeout cannot stop the thread: the call returns ``TIMEOUT`` on time,
+            and the function runs on to its end in its thread, holding a worker. With
+            every worker held, more sync calls wait for one (and time out if none frees
+            up in time; a call that times out before it started never runs).
     """
 
     def __init__(self, registry: ToolRegistry, *, max_result_chars: int = 4000,
                  random: Callable[[], float] | None = None,
                  sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
                  max_output_depth: int = MAX_OUTPUT_DEPTH,
-                 max_output_bytes: int = MAX_OUTPUT_BYTES) -> None:
+                 max_output_bytes: int = MAX_OUTPUT_BYTES,
+                 sync_workers: int = 16) -> None:
         self.registry = registry
         self.max_result_chars = max_result_chars
         self.max_output_depth, self.max_output_bytes = max_output_depth, max_output_bytes
         self._random = random or _random
         self._sleep = sleep
+        self.sync_workers = sync_workers
+        self._pool: ThreadPoolExecutor | None = None  # made at the first sync call
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
                       emit: Emit = _no_events, caller: str = "anonymous",
@@ -104,8 +120,13 @@ class ToolExecutor:
         await self.registry.breaker.refresh()  # tools tripped in other processes
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
-        return list(await asyncio.gather(*(self._run_one(*c, emit, caller, journal)
-                                           for c in calls)))
+        try:  # structured: a call that raises cancels its siblings, awaited before it goes on
+            async with asyncio.TaskGroup() as group:
+                tasks = [group.create_task(self._run_one(*c, emit, caller, journal))
+                         for c in calls]
+        except BaseExceptionGroup as failed:
+            raise _first(failed) from None
+        return [task.result() for task in tasks]
 
     async def _run_one(self, call_id: str, tool_name: str, arguments: dict[str, Any],
                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
@@ -249,6 +270,12 @@ class ToolExecutor:
         :class:`ToolCallFailed` with an explicit ``retryable``).
         """
         try:
+            if tool.blocking:  # a sync function: in a worker thread, under its timeout
+                async with asyncio.timeout(tool.timeout_s):
+                    result = await self._in_thread(tool, arguments)
+                    if hasattr(result, "__await__"):
+                        result = await result
+                return None, "", None, result
             result = tool.invoke(arguments, progress)
             if hasattr(result, "__await__"):
                 if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
@@ -284,6 +311,16 @@ class ToolExecutor:
             return f"nested more than {self.max_output_depth} levels deep (the limit)"
         return None
 
+    def _in_thread(self, tool: Tool, arguments: dict[str, Any]) -> asyncio.Future[Any]:
+        """Call a sync tool in one of the executor's worker threads (with the caller's
+        context variables)."""
+        pool = self._pool
+        if pool is None:
+            pool = self._pool = ThreadPoolExecutor(self.sync_workers,
+                                                   thread_name_prefix="hermes-tool")
+        call = functools.partial(contextvars.copy_context().run, tool.invoke, arguments)
+        return asyncio.get_running_loop().run_in_executor(pool, call)
+
     def _truncate(self, envelope: dict[str, Any]) -> bool:
         return truncate_for_model(envelope, self.max_result_chars)
 
@@ -318,6 +355,23 @@ def _progress(emit: Emit, call_id: str, tool: str) -> Any:
 
 def _random() -> float:
     return random.random()
+
+
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The error a failed plan raises: the first call's (the others' are added as notes).
+
+    A plan's calls only raise what is not a tool's own failure (those become envelopes):
+    the effects journal's store failing, an engine bug. The caller sees that error itself,
+    as it would from one call, not an exception group.
+    """
+    errors = list(group.exceptions)
+    first = errors[0]
+    while isinstance(first, BaseExceptionGroup):
+        first = first.exceptions[0]
+    for other in errors[1:]:
+        first.add_note(f"another call of the same plan failed too: {type(other).__name__}: "
+                       f"{other}")
+    return first
 
 
 __all__ += ["is_planning_error"]

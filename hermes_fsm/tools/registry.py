@@ -56,7 +56,10 @@ class Tool:
     ``check_output=False`` leaves the output check to someone else (the MCP client checks
     structured output against the schema the server advertised). ``own_timeout=True``
     says the callable enforces ``timeout_s`` itself (the MCP client's request timeout,
-    which costs less than a timer of the executor's around every call).
+    which costs less than a timer of the executor's around every call). A sync ``fn``
+    runs in a worker thread, where its timeout holds; ``inline=True`` calls it on the
+    event loop instead (for a function that never blocks — an in-memory lookup: a thread
+    costs tens of µs a call), where nothing can time it out.
     """
 
     name: str
@@ -72,6 +75,10 @@ class Tool:
     available: Callable[[], str | None] | None = field(default=None, repr=False)
     check_output: bool = True
     own_timeout: bool = False
+    inline: bool = False
+    blocking: bool = field(default=False, init=False)
+    """A sync local function not marked ``inline``: the executor calls it in a worker
+    thread (see :class:`~hermes_fsm.tools.executor.ToolExecutor`)."""
     _validator: Any = field(default=None, repr=False)
     _fast_check: Any = field(default=None, repr=False)
     _output_check: Callable[[Any], str | None] | None = field(default=None, repr=False)
@@ -86,6 +93,7 @@ class Tool:
             c = self.contract
             self.name, self.description, self.input_schema = c.name, c.description, c.input_schema
             self.timeout_s, self.side_effects = c.timeout_s, c.side_effects
+        self.blocking = self.pass_kwargs and not self.inline and not _is_async(self.fn)
         jsonschema.Draft202012Validator.check_schema(self.input_schema)
         self._validator = jsonschema.Draft202012Validator(self.input_schema)
         self._fast_check = _compiled(self.input_schema)
@@ -138,6 +146,13 @@ class Tool:
     def describe(self) -> ToolDescription:
         """The tool as a brain sees it."""
         return ToolDescription(self.name, self.description, self.input_schema)
+
+
+def _is_async(fn: Any) -> bool:
+    """Whether calling ``fn`` returns a coroutine by its definition (a sync function that
+    returns an awaitable counts as sync: what it does before returning may block)."""
+    call = type(fn).__call__ if not inspect.isroutine(fn) else None  # a callable object
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def _output_checker(schema: dict[str, Any] | None) -> Callable[[Any], str | None] | None:
@@ -287,12 +302,14 @@ class ToolRegistry:
         errors: Mapping[str, ErrorCode | Mapping[str, Any]] | None = None,
         output_schema: dict[str, Any] | None = None,
         on_output_violation: Literal["fail", "log_only"] | Fallback = "fail",
+        inline: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register a sync or async function as a tool.
 
         With ``contract`` (a :class:`ToolContract` or the path of its YAML file) the
         function is bound to that contract; otherwise a contract is generated from the
         function's typed signature, its docstring (or ``description``) and the options.
+        A sync function runs in a worker thread unless ``inline`` (see :class:`Tool`).
         """
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -302,7 +319,7 @@ class ToolRegistry:
                 bound = contract if isinstance(contract, ToolContract) else \
                     load_tool_contract(contract)
                 self.add(Tool(bound.name, bound.description, fn, bound.input_schema,
-                              contract=bound,
+                              contract=bound, inline=inline,
                               input_model=model if schema == bound.input_schema else None))
                 return fn
             doc = description or inspect.getdoc(fn) or ""
@@ -319,7 +336,8 @@ class ToolRegistry:
                 on_output_violation=on_output_violation, input_schema=schema,
                 output_schema=output_schema if output_schema is not None
                 else output_schema_of(fn))
-            self.add(Tool(generated.name, doc, fn, schema, contract=generated, input_model=model))
+            self.add(Tool(generated.name, doc, fn, schema, contract=generated, input_model=model,
+                          inline=inline))
             return fn
 
         return register
