@@ -32,6 +32,7 @@ from pydantic_core import from_json, to_json
 
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
 from hermes_fsm.store.protocol import Append, Checkpoint, Effect, Message, SessionRecord
 
@@ -145,7 +146,8 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL schema name {schema!r} must be an identifier "
                              "(letters, digits, underscores)")
         self.url, self.schema = url, schema
-        self.name = f"PostgreSQL session store at {_redact(url)} (schema {schema})"
+        register_url(url)  # the password: never in a message or an event
+        self.name = f"PostgreSQL session store at {redact_url(url)} (schema {schema})"
         self._pool_size = pool_size
         self.application_name = application_name
         self._pool: Any = None
@@ -429,12 +431,3 @@ def _append_params(batches: list[Append]) -> dict[str, Any]:
     return {"i": to_json(appends).decode(), "e": b"\x1e".join(bodies).decode(),
             "m": to_json(messages, serialize_unknown=True).decode() if messages else "[]",
             "c": to_json(checkpoints, serialize_unknown=True).decode() if checkpoints else "[]"}
-
-
-def _redact(url: str) -> str:
-    """The URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url
