@@ -235,3 +235,43 @@ async def test_a_refused_session_says_what_holds_it(prefix, tmp_path):
     finally:
         await elsewhere.close()
         await orchestrator.aclose()
+
+
+async def test_turns_run_and_the_session_is_free_after_connections_drop(prefix, tmp_path):
+    """Through the engine: a dropped connection before a take (the next turn runs) and
+    before a release (killed while the turn runs: another process gets the session at
+    once, not after the lease's TTL)."""
+    from hermes_fsm.store import SQLiteStore
+    from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
+    from tests.support import INTENT_CHAT, graph_with, happy_script
+
+    name = f"hermes-test-{uuid.uuid4().hex[:8]}"
+
+    class KillingBrain(ScriptedBrain):
+        kill = False
+
+        async def decide(self, request: Any) -> Any:
+            if self.kill and request.state == "MEMORY_COMMIT":
+                assert await kill_connections(name) >= 1  # the lease's, idle in the turn
+            return await super().decide(request)
+
+    brain = KillingBrain(happy_script(intent=[INTENT_CHAT]))
+    lease = RedisLease(REDIS_URL, prefix=prefix, client_name=name, ttl_s=30)
+    theirs = RedisLease(REDIS_URL, prefix=prefix)
+    orchestrator = demo_orchestrator(graph_with(), brain=brain, lease=lease,
+                                     store=SQLiteStore(tmp_path / "sessions.sqlite3"))
+    try:
+        first = await orchestrator.run_turn("s1", "hello", user_id="u1")
+        await asyncio.sleep(0.05)  # its release sent
+        assert await kill_connections(name) >= 1
+        second = await orchestrator.run_turn("s1", "hello again", user_id="u1")
+        assert first.status == second.status == "completed"
+        brain.kill = True
+        third = await orchestrator.run_turn("s1", "and again", user_id="u1")
+        assert third.status == "completed"
+        taken = await theirs.acquire("s1", wait_s=1.0)
+        assert taken is not None
+        await taken.release()
+    finally:
+        await theirs.close()
+        await orchestrator.aclose()
