@@ -81,14 +81,16 @@ def register_url(url: str | None) -> None:
         return
     try:
         parts = urlsplit(url)
+        query = parts.query
         password, username = parts.password, parts.username
-    except ValueError:  # a malformed port: take the userinfo by hand
+    except ValueError:  # a malformed host or port: take the userinfo by hand
         match = _USERINFO.search(url)
         password, username = (match.group("password") if match else None), None
+        query = url.partition("?")[2]
     register_secret(password)
     if username and password is None and len(username) >= 16:  # a token as the user name
         register_secret(username)
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=False):
+    for name, value in parse_qsl(query, keep_blank_values=False):
         if re.fullmatch(_SECRET_PARAMS, name, re.IGNORECASE):
             register_secret(value)
 
