@@ -18,7 +18,7 @@
     ├── MemoryStoreError             a memory tier's store failed or refused a write
     │   └── VectorSizeMismatch       an embedder's vectors do not fit an existing collection
     ├── SessionError                 a session is unknown or unusable
-    │   ├── SessionBusy              a turn is already running on that session
+    │   ├── SessionBusy              another turn holds that session (here or elsewhere)
     │   ├── SessionArchived          the session was archived; start a new one
     │   └── StaleWriter              append refused: lease lost, epoch superseded, seq off
     ├── StoreError                   a session store (PostgreSQL, SQLite) failed
@@ -201,12 +201,19 @@ class SessionError(HermesError):
 
 
 class SessionBusy(SessionError):
-    """A turn is already running on this session; turns of one session never interleave."""
+    """The session is held for another turn; turns of one session never interleave.
 
-    def __init__(self, session_id: str) -> None:
+    ``detail`` says what holds it: a turn running in this process (the default), or a
+    lease held elsewhere and when it expires (see ``describe_busy`` of the leases in
+    :mod:`hermes_fsm.store.lease`).
+    """
+
+    def __init__(self, session_id: str,
+                 detail: str = "a turn is running on it in this process") -> None:
         self.session_id = session_id
+        self.detail = detail
         super().__init__(
-            f"session {session_id!r} is busy: a turn is already running on it. "
+            f"session {session_id!r} is busy: {detail}. "
             "Wait for that turn to finish, or create the Orchestrator with "
             "busy_policy='queue' to queue turns instead of refusing them."
         )

@@ -10,6 +10,9 @@ ignores ``stream_options.include_usage`` (as llama-cpp-python's server does);
 ``tokenize`` serves a tokenize endpoint (llama-cpp-python's ``/extras/tokenize/count`` or
 llama.cpp's ``/tokenize``; its tokens are whitespace-separated words);
 ``refuse_stream_options`` answers 400 to a request carrying ``stream_options``.
+``echo_status`` (e.g. 401) answers every completion of an unscripted contract with that
+status and a body that echoes the request's ``Authorization`` header, and any other path
+(``/mcp`` …) with 401 and every request header, as careless servers do (the secrets test).
 """
 
 from __future__ import annotations
@@ -44,8 +47,9 @@ class FakeChatServer:
 
     def __init__(self, model: str = "fake-model", *, stream_usage: bool = True,
                  tokenize: Literal["llama-cpp-python", "llama.cpp"] | None = None,
-                 refuse_stream_options: bool = False) -> None:
+                 refuse_stream_options: bool = False, echo_status: int | None = None) -> None:
         self.model = model
+        self.echo_status = echo_status
         self.stream_usage = stream_usage
         self.tokenize = tokenize
         self.refuse_stream_options = refuse_stream_options
@@ -69,7 +73,14 @@ class FakeChatServer:
             routes.append(Route("/extras/tokenize/count", self._count, methods=["POST"]))
         elif self.tokenize == "llama.cpp":
             routes.append(Route("/tokenize", self._tokens, methods=["POST"]))
+        if self.echo_status is not None:
+            routes.append(Route("/{path:path}", self._echo_headers,
+                                methods=["GET", "POST", "DELETE"]))
         return Starlette(routes=routes)
+
+    async def _echo_headers(self, request: Request) -> Response:
+        return JSONResponse({"error": {"message": f"unauthorized: {dict(request.headers)}",
+                                       "type": "auth_error"}}, status_code=401)
 
     @staticmethod
     def words(text: str) -> int:
@@ -108,6 +119,11 @@ class FakeChatServer:
         body = await request.json()
         self.requests.append(body)
         self.authorizations.append(request.headers.get("authorization"))
+        if self.echo_status is not None and self.contract_of(body) not in self.by_contract:
+            return JSONResponse({"error": {"message": "invalid credentials: Authorization: "
+                                           f"{request.headers.get('authorization')}",
+                                           "type": "invalid_request_error"}},
+                                status_code=self.echo_status)
         if self.refuse_stream_options and "stream_options" in body:
             return JSONResponse({"error": {"message": "Unrecognized request argument supplied: "
                                            "stream_options", "type": "invalid_request_error"}},

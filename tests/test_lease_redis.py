@@ -132,3 +132,146 @@ async def test_an_unreachable_redis_is_a_store_error_naming_the_session():
             await lease.acquire("s1")
     finally:
         await lease.close()
+
+
+# --- a dropped connection (issue 16, defect 7) ---------------------------------------------
+
+
+async def kill_connections(client_name: str) -> int:
+    """``CLIENT KILL`` every connection named ``client_name``; how many there were."""
+    clients = await admin_call("CLIENT", "LIST")
+    text = clients.decode() if isinstance(clients, bytes) else str(clients)
+    ids = [field.split("=", 1)[1] for line in text.splitlines() if f" name={client_name} " in line
+           for field in line.split() if field.startswith("id=")]
+    for client_id in ids:
+        await admin_call("CLIENT", "KILL", "ID", client_id)
+    return len(ids)
+
+
+async def test_a_take_on_a_dropped_connection_is_made_again_on_a_fresh_one(prefix):
+    name = f"hermes-test-{uuid.uuid4().hex[:8]}"
+    lease = RedisLease(REDIS_URL, prefix=prefix, client_name=name)
+    try:
+        first = await lease.acquire("s1")
+        assert first is not None
+        await first.release()
+        await lease.close()  # the release sent; the client is made again below
+        warm = await lease.acquire("s0")
+        assert warm is not None
+        await warm.release()
+        await asyncio.sleep(0.05)  # the queued release sent: its connection is idle now
+        assert await kill_connections(name) >= 1
+        hold = await lease.acquire("s2")  # the next turn's take
+        assert hold is not None and not hold.lost
+        assert await admin_call("GET", f"{prefix}s2") == hold.token.encode()
+        await hold.release()
+    finally:
+        await lease.close()
+
+
+async def test_a_release_on_a_dropped_connection_frees_the_session_at_once(prefix):
+    name = f"hermes-test-{uuid.uuid4().hex[:8]}"
+    ours = RedisLease(REDIS_URL, prefix=prefix, client_name=name, ttl_s=30)
+    theirs = RedisLease(REDIS_URL, prefix=prefix)
+    try:
+        hold = await ours.acquire("s1")
+        assert hold is not None
+        assert await kill_connections(name) >= 1  # dropped while the turn ran
+        await hold.release()
+        taken = await theirs.acquire("s1", wait_s=1.0)  # not refused for the lease's 30 s
+        assert taken is not None
+        await taken.release()
+    finally:
+        await ours.close()
+        await theirs.close()
+
+
+async def test_a_take_retried_after_it_went_through_keeps_the_lease(prefix):
+    """A take whose answer was lost (the connection dropped after Redis ran it) is sent
+    again: it finds its own token and holds the lease, rather than calling it busy."""
+    lease = RedisLease(REDIS_URL, prefix=prefix)
+    try:
+        lease._redis()
+        keys, token = [f"{prefix}s1"], "retried-token"
+        args = ["take", token, lease.ttl_ms]
+        assert await lease._take_or_release(keys=keys, args=args) == [1]
+        assert await lease._take_or_release(keys=keys, args=args) == [1]  # sent again
+        assert await lease._take_or_release(keys=keys, args=["take", "other", 1000]) == [0]
+    finally:
+        await lease.close()
+
+
+async def test_a_refused_session_says_what_holds_it(prefix, tmp_path):
+    from hermes_fsm.errors import SessionBusy
+    from hermes_fsm.store import SQLiteStore
+    from hermes_fsm.testing import HANG, ScriptedBrain, demo_orchestrator
+    from tests.support import graph_with, happy_script
+
+    elsewhere = RedisLease(REDIS_URL, prefix=prefix, ttl_s=20)
+    ours = RedisLease(REDIS_URL, prefix=prefix, ttl_s=20)
+    store = SQLiteStore(tmp_path / "sessions.sqlite3")
+    orchestrator = demo_orchestrator(graph_with(), brain=ScriptedBrain(
+        happy_script(intent=[HANG])), store=store, lease=ours)
+    try:
+        other = await elsewhere.acquire("s1")  # another process's turn (or a stale lease)
+        assert other is not None
+        with pytest.raises(SessionBusy) as refused:
+            await orchestrator.run_turn("s1", "hello", user_id="u1")
+        message = str(refused.value)
+        assert "held by a lease that expires in" in message and " ms" in message
+        left = int(message.split("expires in ")[1].split(" ms")[0])
+        assert 15_000 < left <= 20_000
+        assert "in this process" not in message
+        await other.release()
+        await elsewhere.close()
+
+        task = asyncio.create_task(orchestrator.run_turn("s2", "first", user_id="u1"))
+        await asyncio.sleep(0.1)
+        with pytest.raises(SessionBusy, match="a turn is running on it in this process"):
+            await orchestrator.run_turn("s2", "second", user_id="u1")
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    finally:
+        await elsewhere.close()
+        await orchestrator.aclose()
+
+
+async def test_turns_run_and_the_session_is_free_after_connections_drop(prefix, tmp_path):
+    """Through the engine: a dropped connection before a take (the next turn runs) and
+    before a release (killed while the turn runs: another process gets the session at
+    once, not after the lease's TTL)."""
+    from hermes_fsm.store import SQLiteStore
+    from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
+    from tests.support import INTENT_CHAT, graph_with, happy_script
+
+    name = f"hermes-test-{uuid.uuid4().hex[:8]}"
+
+    class KillingBrain(ScriptedBrain):
+        kill = False
+
+        async def decide(self, request: Any) -> Any:
+            if self.kill and request.state == "MEMORY_COMMIT":
+                assert await kill_connections(name) >= 1  # the lease's, idle in the turn
+            return await super().decide(request)
+
+    brain = KillingBrain(happy_script(intent=[INTENT_CHAT]))
+    lease = RedisLease(REDIS_URL, prefix=prefix, client_name=name, ttl_s=30)
+    theirs = RedisLease(REDIS_URL, prefix=prefix)
+    orchestrator = demo_orchestrator(graph_with(), brain=brain, lease=lease,
+                                     store=SQLiteStore(tmp_path / "sessions.sqlite3"))
+    try:
+        first = await orchestrator.run_turn("s1", "hello", user_id="u1")
+        await asyncio.sleep(0.05)  # its release sent
+        assert await kill_connections(name) >= 1
+        second = await orchestrator.run_turn("s1", "hello again", user_id="u1")
+        assert first.status == second.status == "completed"
+        brain.kill = True
+        third = await orchestrator.run_turn("s1", "and again", user_id="u1")
+        assert third.status == "completed"
+        taken = await theirs.acquire("s1", wait_s=1.0)
+        assert taken is not None
+        await taken.release()
+    finally:
+        await theirs.close()
+        await orchestrator.aclose()

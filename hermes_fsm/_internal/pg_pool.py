@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from hermes_fsm._internal.redact import redact
+
 __all__ = ["close_pool", "drop_schema", "migrate_schema", "open_pool"]
 
 
@@ -42,7 +44,7 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
         await pool.close()
         if isinstance(exc, error):  # ours, already saying what to do (a newer schema)
             raise
-        raise error(f"{name}: cannot open ({type(exc).__name__}: {exc}); "
+        raise error(f"{name}: cannot open ({redact(f'{type(exc).__name__}: {exc}')}); "
                     "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
     return pool
 

@@ -44,6 +44,7 @@ from typing import Any, Literal
 
 import httpx
 
+from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
@@ -93,6 +94,8 @@ class OpenAIBrain:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        register_secret(api_key)  # a server echoing it back: never in an error or event
+        register_url(base_url)
         self._client = client
         self._own_client = client is None
         self._sleep = sleep or asyncio.sleep
@@ -263,7 +266,8 @@ class OpenAIBrain:
                                     request.on_token(text)
             except httpx.TransportError as exc:
                 if pieces:  # half an answer already streamed: let the engine retry the state
-                    raise RetryableError(f"{self.endpoint}: the stream broke off: {exc}") from exc
+                    raise RetryableError(f"{redact_url(self.endpoint)}: the stream broke off: "
+                                         f"{redact(str(exc))}") from exc
                 await self._transient(attempt, f"{type(exc).__name__}: {exc}", None)
                 continue
             return "".join(pieces), usage, len(pieces)
@@ -315,8 +319,9 @@ class OpenAIBrain:
     async def _transient(self, attempt: int, what: str, response: httpx.Response | None) -> None:
         """Wait before the next attempt, or raise when the retries are used up."""
         if attempt >= self.max_retries:
-            raise RetryableError(f"{self.endpoint}: {what} after {attempt + 1} attempt(s); "
-                                 "check that the server is up and not overloaded")
+            raise RetryableError(f"{redact_url(self.endpoint)}: {redact(what)} after "
+                                 f"{attempt + 1} attempt(s); check that the server is up and "
+                                 "not overloaded")
         delay = _retry_after(response) if response is not None else None
         if delay is None:
             delay = self.backoff_s * (2 ** attempt) * (0.5 + random.random())
@@ -336,10 +341,10 @@ class OpenAIBrain:
         """Raise for a non-200 answer that retrying will not fix."""
         if response.status_code == 200:
             return
-        detail = response.text[:500]
-        raise BrainError(f"{self.endpoint} refused the request for model {self.model!r}: "
-                         f"HTTP {response.status_code}: {detail}; check base_url, model and "
-                         "the API key")
+        detail = redact(response.text[:500])  # a body may echo the key it was sent
+        raise BrainError(f"{redact_url(self.endpoint)} refused the request for model "
+                         f"{self.model!r}: HTTP {response.status_code}: {detail}; check "
+                         "base_url, model and the API key")
 
 
 class AnswerTextStream:

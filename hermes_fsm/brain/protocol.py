@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.contracts.base import Contract
 
 __all__ = [
@@ -112,7 +113,7 @@ class Repair:
     @classmethod
     def error(cls, error: BaseException) -> Repair:
         """The attempt raised ``error`` (a retryable one)."""
-        return cls("error", f"the previous attempt failed: {error}")
+        return cls("error", f"the previous attempt failed: {redact(str(error))}")
 
     def text(self) -> str:
         """The repair in words, as a model is told it."""

@@ -29,6 +29,7 @@ from typing import Any, TextIO
 
 import structlog
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.cli.console import ConsolePrinter
 from hermes_fsm.cli.memory import add_memory_parser, run_memory
 from hermes_fsm.cli.record import add_record_parser, run_record
@@ -152,7 +153,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
                    "serve": _serve, "record": _record, "sessions": _sessions}
         return command[args.command](args, config, out)
     except HermesError as exc:
-        print(f"hermes-fsm: {exc}", file=sys.stderr)
+        print(f"hermes-fsm: {redact(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hermes-fsm: interrupted", file=sys.stderr)

@@ -35,6 +35,7 @@ from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config.memory import build_memory
+from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.toolbox import Toolbox
@@ -70,6 +71,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         ConfigError: a part of the configuration cannot be built (see the part's builder).
     """
     config = config or HermesConfig()
+    register_config_secrets(config)  # a configuration made in code, not loaded, too
     kwargs: dict[str, Any] = {
         "graph": config.graph,
         "busy_policy": config.busy_policy,

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
+from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.engine.budget import ContextConfig
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import MemoryConfig
@@ -187,7 +188,8 @@ class HermesConfig(_Strict):
 
 def load_config(path: str | Path | None = None,
                 environ: Mapping[str, str] | None = None) -> HermesConfig:
-    """Load the configuration from ``path``, else ``HERMES_CONFIG``, else embedded defaults.
+    """Load the configuration from ``path``, else ``HERMES_CONFIG``, else embedded defaults,
+    and register its secrets with the redaction policy (:mod:`hermes_fsm.config.secrets`).
 
     Raises:
         ConfigError: unreadable or malformed file (with file and line), or a wrong variable.
@@ -210,10 +212,12 @@ def load_config(path: str | Path | None = None,
     memory = {field: env[var] for field, var in services.items() if env.get(var)}
     if memory:
         config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
+    register_config_secrets(config, env)  # never shown in an error, event or log from now on
     tokens = env.get("HERMES_SERVER_TOKENS")
     if tokens:
         server = config.server.model_copy(update={"tokens": _parse_tokens(tokens)})
         config = config.model_copy(update={"server": server})
+        register_config_secrets(config, env)  # the file's tokens above, these too
     return config
 
 

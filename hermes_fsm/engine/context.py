@@ -66,6 +66,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.prompt import (
     OUTPUTS_HEADER,
     history_block,
@@ -353,7 +354,8 @@ class ContextBuilder:
                 if not isinstance(text, str) or not text.strip():
                     raise BrainError("the brain's summary was empty")
             except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                error = redact(f"{type(exc).__name__}: {exc}") if str(exc) else \
+                    type(exc).__name__
                 if isinstance(exc, TimeoutError):
                     error = f"TimeoutError: no summary within {timeout_s:g}s"
             else:

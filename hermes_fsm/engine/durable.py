@@ -185,7 +185,11 @@ class DurableSessions:
         wait = self.queue_wait_s if self.orchestrator.busy_policy == "queue" else 0.0
         hold = await self.lease.acquire(session_id, wait)
         if hold is None:
-            raise SessionBusy(session_id)
+            describe = getattr(self.lease, "describe_busy", None)  # optional for a lease
+            if session_id in self._holds:
+                raise SessionBusy(session_id)  # a turn of this orchestrator holds it
+            raise SessionBusy(session_id, await describe(session_id) if describe else
+                              "its lease is held by another turn (here or in another process)")
         self._holds[session_id] = hold
         return hold
 

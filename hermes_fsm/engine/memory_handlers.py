@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.contracts.states import MemoryCommit
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.errors import MemoryStoreError
@@ -59,7 +60,7 @@ async def recalled_memory(turn: TurnContext) -> str:
         try:
             items = await turn.services.memory.recall(turn.user_id, turn.text)
         except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
-            turn.emit(MemoryRecalled, state=state, error=str(exc))
+            turn.emit(MemoryRecalled, state=state, error=redact(str(exc)))
             turn.memory = ""
             return turn.memory
         turn.memory = format_recall(items)
@@ -111,13 +112,14 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
     try:
         outcomes = await commit()
     except MemoryStoreError as exc:
-        turn.emit(MemoryCommitFailed, attempts=1, error=str(exc), final=False, keys=keys)
+        turn.emit(MemoryCommitFailed, attempts=1, error=redact(str(exc)), final=False,
+                  keys=keys)
         background = getattr(memory, "background", None) or _BACKGROUND
         background.retry(
             commit,
             on_success=lambda attempt, outcomes: _report(turn, outcomes, updates, late=True),
             on_failure=lambda attempts, error: turn.emit_late(
-                MemoryCommitFailed, attempts=attempts, error=str(error), final=True,
+                MemoryCommitFailed, attempts=attempts, error=redact(str(error)), final=True,
                 keys=keys))
         return
     _report(turn, outcomes, updates, late=False)

@@ -34,6 +34,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ValidationError
 
 from hermes_fsm._internal.json_safe import nul_position
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
@@ -446,7 +447,8 @@ class Orchestrator:
         except Exception as exc:
             retryable = isinstance(exc, RetryableError)
             turn.emit(HandlerFailed, state=spec.name, attempt=turn.attempt,
-                      error_type=type(exc).__name__, message=str(exc), retryable=retryable)
+                      error_type=type(exc).__name__, message=redact(str(exc)),
+                      retryable=retryable)
             if not retryable:
                 why = "brain_error" if isinstance(exc, BrainError) else "handler_error"
                 self._route(spec, session, turn, why)

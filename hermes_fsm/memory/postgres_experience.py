@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
@@ -70,7 +71,8 @@ class PostgresExperienceLog:
             raise MemoryStoreError(f"PostgreSQL schema name {schema!r} must be an identifier "
                                    "(letters, digits, underscores)")
         self.url, self.schema = url, schema
-        self.name = f"PostgreSQL experience log at {_redact(url)} (schema {schema})"
+        register_url(url)  # the password: never in a message or an event
+        self.name = f"PostgreSQL experience log at {redact_url(url)} (schema {schema})"
         self.embedder = embedder or HashingEmbedder()
         self._pool_size = pool_size
         self._pool: Any = None
@@ -194,12 +196,3 @@ def _entry(r: Sequence[Any]) -> Experience:
                       at=r[5], ok=bool(r[6]), tool=r[7], request=r[8], arguments=r[9] or {},
                       error_code=r[10], detail=r[11], duration_ms=r[12], caused_by=r[13],
                       event_seq=r[14])
-
-
-def _redact(url: str) -> str:
-    """The URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url

@@ -32,6 +32,7 @@ from typing import Any
 
 from qdrant_client import AsyncQdrantClient, models
 
+from hermes_fsm._internal.redact import redact_url, register_secret, register_url
 from hermes_fsm.errors import MemoryStoreError, VectorSizeMismatch
 from hermes_fsm.memory.items import MemoryItem, Status
 from hermes_fsm.memory.semantic import InProcessSemanticStore, Mark
@@ -62,8 +63,10 @@ class QdrantSemanticStore:
         self.dim = dim
         self.url, self.path, self.collection = url, path, collection
         self.local = url is None
+        register_url(url)
+        register_secret(api_key)  # neither shown in a message or an event
         self.name = (f"Qdrant collection {collection!r} at "
-                     f"{url if url else 'local mode ' + str(path)}")
+                     f"{redact_url(url) if url else 'local mode ' + str(path)}")
         self._api_key, self._timeout = api_key, timeout_s
         self._client: Any = None
         self._index: InProcessSemanticStore | None = None

@@ -16,6 +16,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from hermes_fsm._internal.redact import redact, redact_url, register_url
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.working import DEFAULT_TTL_S, TurnWrite
 
@@ -39,7 +40,8 @@ class RedisWorkingMemory:
     def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, ttl_s: float = DEFAULT_TTL_S,
                  prefix: str = "hermes:wm", client: Any = None) -> None:
         self.url, self.ttl_s, self.prefix = url, ttl_s, prefix
-        self.name = f"Redis working memory at {url} (prefix {prefix!r})"
+        register_url(url)  # its password: never in a message or an event
+        self.name = f"Redis working memory at {redact_url(url)} (prefix {prefix!r})"
         self._client = client
 
     def _redis(self) -> Any:
@@ -63,8 +65,9 @@ class RedisWorkingMemory:
             raise
         except Exception as exc:  # redis.ConnectionError, TimeoutError, ResponseError …
             raise MemoryStoreError(
-                f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); the write was one "
-                "transaction, so nothing of it was kept; check that Redis is up") from exc
+                f"{self.name}: {what} failed ({redact(f'{type(exc).__name__}: {exc}')}); the "
+                "write was one transaction, so nothing of it was kept; check that Redis is up"
+            ) from exc
 
     async def record_turn(self, user_id: str, session_id: str, turn_id: str,
                           messages: Sequence[Mapping[str, Any]], slots: Mapping[str, Any],

@@ -36,6 +36,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.engine.turn import Services
 from hermes_fsm.errors import HermesError, SessionArchived, SessionBusy, SessionError, UsageError
 from hermes_fsm.events.model import EVENTS_ADAPTER, Event
@@ -453,4 +454,4 @@ def _error_for(exc: HermesError) -> Response:
         return error_response(403, "forbidden", str(exc))
     if isinstance(exc, UsageError):
         return error_response(422, "validation_failed", str(exc))
-    return error_response(500, "turn_failed", f"{type(exc).__name__}: {exc}")
+    return error_response(500, "turn_failed", redact(f"{type(exc).__name__}: {exc}"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Protocol
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.memory import Memory
 from hermes_fsm.tools.mcp.servers import MCPServers
@@ -70,5 +71,5 @@ async def _bounded(coro: Any, timeout_s: float) -> dict[str, Any]:
     except TimeoutError:
         return {"ready": False, "error": f"no answer within {timeout_s}s"}
     except Exception as exc:  # reported in the readiness document, not raised
-        return {"ready": False, "error": f"{type(exc).__name__}: {exc}"}
+        return {"ready": False, "error": redact(f"{type(exc).__name__}: {exc}")}
     return dict(result) if isinstance(result, dict) else {"ready": bool(result)}

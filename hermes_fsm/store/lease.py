@@ -8,6 +8,13 @@
   call too, so a turn shorter than a third of the TTL is never renewed. A release is
   queued, not waited for: it goes out with the next call (before any later take of the
   same session), and :meth:`RedisLease.close` waits for what is still queued.
+  A call that fails on a dropped connection (Redis restarted, ``CLIENT KILL``, a proxy's
+  idle timeout) is made again on a fresh one, a couple of times with a short backoff;
+  the take is idempotent (a retried take finds its own token and keeps it).
+
+A refused session is described by ``describe_busy`` (for :class:`~hermes_fsm.errors.
+SessionBusy`): a turn running in this process, or a lease held elsewhere that expires in
+so many milliseconds.
 
 A lease is advisory: it keeps two processes from *starting* turns on one session at the
 same time. What makes a stale holder harmless (a process paused past its lease's expiry)
@@ -32,14 +39,20 @@ import itertools
 import logging
 import secrets
 import time
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from hermes_fsm._internal.group_commit import GroupCommit
+from hermes_fsm._internal.redact import redact, redact_url, register_url
 from hermes_fsm.errors import StoreError
 
 __all__ = ["LeaseHold", "LocalLease", "RedisLease", "SessionLease"]
 
 _log = logging.getLogger("hermes_fsm.store.lease")
+_T = TypeVar("_T")
+_ATTEMPTS = 3  # a call on a dropped connection is made again on a fresh one, this often
+_BACKOFF_S = 0.05  # before the second attempt; doubled before the third
+_HERE = "a turn is running on it in this process"
 
 
 @runtime_checkable
@@ -105,6 +118,10 @@ class LocalLease:
             if event is not None:
                 event.set()
 
+    async def describe_busy(self, session_id: str) -> str:
+        """Why :meth:`acquire` refused ``session_id``: a turn of this process holds it."""
+        return _HERE
+
     async def close(self) -> None:
         """Nothing to close."""
 
@@ -115,7 +132,13 @@ local n = #KEYS
 for i = 1, n do
   local key, token = KEYS[i], ARGV[n + i]
   if ARGV[i] == 'take' then
-    out[i] = redis.call('set', key, token, 'NX', 'PX', ARGV[2 * n + 1]) and 1 or 0
+    if redis.call('set', key, token, 'NX', 'PX', ARGV[2 * n + 1]) then
+      out[i] = 1
+    elseif redis.call('get', key) == token then  -- a retried take that went through
+      out[i] = redis.call('pexpire', key, ARGV[2 * n + 1])
+    else
+      out[i] = 0
+    end
   elseif redis.call('get', key) == token then
     out[i] = redis.call('del', key)
   else
@@ -137,7 +160,8 @@ return renewed
 """
 """Scripts over many leases at once: one round trip for all the leases waiting together.
 ``KEYS``: the lease keys; ``ARGV``: (take/release: what to do with each, then) their
-tokens, then the TTL in ms."""
+tokens, then the TTL in ms. Both can be sent again safely (a take that finds its own
+token keeps it; a release or renewal of a token no longer there does nothing)."""
 
 
 class _RedisHold:
@@ -168,7 +192,8 @@ class RedisLease:
         max_connections: the most connections kept (more callers wait for one).
 
     Attributes:
-        round_trips: script calls sent to Redis so far (takes, releases, renewals).
+        round_trips: calls sent to Redis so far (takes, releases, renewals; a call made
+            again on a fresh connection counts again).
     """
 
     def __init__(self, url: str, *, prefix: str = "hermes:lease:", ttl_s: float = 10.0,
@@ -176,6 +201,7 @@ class RedisLease:
                  max_connections: int = 32) -> None:
         self.max_connections = max_connections
         self.url, self.prefix, self.client_name = url, prefix, client_name
+        register_url(url)  # its password never reaches an error message or a log
         self.ttl_ms = max(1, int(ttl_s * 1000))
         self.poll_s = poll_s
         self._client: Any = None
@@ -206,6 +232,47 @@ class RedisLease:
             self._renew = self._client.register_script(_RENEW)
         return self._client
 
+    async def _call(self, call: Callable[[Any], Awaitable[_T]]) -> _T:
+        """``call(client)``, made again on a fresh connection when the connection it used
+        was dropped (:data:`_ATTEMPTS` in all, :data:`_BACKOFF_S` apart, doubling)."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            client = self._redis()
+            self.round_trips += 1
+            try:
+                return await call(client)
+            except Exception as exc:
+                if attempt == _ATTEMPTS or not _dropped(exc):
+                    raise
+                _log.info("Redis lease at %s: connection dropped (%s); trying again on a "
+                          "fresh one (attempt %d of %d)", redact_url(self.url),
+                          redact(f"{type(exc).__name__}: {exc}"), attempt + 1, _ATTEMPTS)
+                # the idle connections were likely dropped too (Redis restarted, a proxy's
+                # timeout): open fresh ones rather than find the dead ones one by one
+                await client.connection_pool.disconnect(inuse_connections=False)
+                await asyncio.sleep(_BACKOFF_S * 2 ** (attempt - 1))
+        raise AssertionError("unreachable")
+
+    async def describe_busy(self, session_id: str) -> str:
+        """Why :meth:`acquire` refused ``session_id`` just now, for
+        :class:`~hermes_fsm.errors.SessionBusy`: a turn of this process holds it, or a
+        lease held elsewhere expires in so many milliseconds (read from Redis now)."""
+        if any(hold.session_id == session_id for hold in self._holds):
+            return _HERE
+        key = self.prefix + session_id
+        try:
+            left = int(await self._call(lambda client: client.pttl(key)))
+        except Exception as exc:
+            return (f"its lease is held in Redis at {redact_url(self.url)} (how long for "
+                    f"could not be read: {redact(f'{type(exc).__name__}: {exc}')})")
+        if left >= 0:
+            return (f"it is held by a lease that expires in {left} ms (a turn in another "
+                    "process, or one whose process stopped before releasing it; the lease "
+                    "frees itself then)")
+        if left == -1:
+            return (f"its lease key {key!r} has no expiry (it was not set by hermes-fsm?); "
+                    "delete it if no turn is running")
+        return "its lease was released a moment ago; try again"
+
     async def acquire(self, session_id: str, wait_s: float = 0.0) -> LeaseHold | None:
         key = self.prefix + session_id
         deadline = time.monotonic() + wait_s
@@ -225,28 +292,27 @@ class RedisLease:
     async def _ops_batch(self, ops: list[tuple[str, str, str]]
                          ) -> list[bool | BaseException]:
         """Takes and releases waiting together: one script call."""
-        client = self._redis()
-        self.round_trips += 1
+        keys = [key for _, key, _ in ops]
+        args = [*(op for op, _, _ in ops), *(token for _, _, token in ops), self.ttl_ms]
         try:
-            done = await self._take_or_release(
-                keys=[key for _, key, _ in ops],
-                args=[*(op for op, _, _ in ops), *(token for _, _, token in ops), self.ttl_ms],
-                client=client)
+            done = await self._call(
+                lambda client: self._take_or_release(keys=keys, args=args, client=client))
         except Exception as exc:
+            what = redact(f"{type(exc).__name__}: {exc}")
             outcomes: list[bool | BaseException] = []
             released = [key[len(self.prefix):] for op, key, _ in ops if op == "release"]
             if released:  # they expire by themselves after ttl_s
-                _log.warning("lease release of %d session(s) (%s) failed (they expire in %d "
-                             "ms): %s", len(released), ", ".join(released[:5]), self.ttl_ms,
-                             exc)
+                _log.warning("lease release of %d session(s) (%s) failed after %d attempts "
+                             "(they expire in %d ms): %s", len(released),
+                             ", ".join(released[:5]), _ATTEMPTS, self.ttl_ms, what)
             for op, key, _ in ops:
                 if op == "release":
                     outcomes.append(False)
                     continue
                 error = StoreError(
-                    f"Redis lease at {self.url}: cannot take the lease of session "
-                    f"{key[len(self.prefix):]!r} ({type(exc).__name__}: {exc}); check "
-                    "HERMES_REDIS_URL and that Redis is up")
+                    f"Redis lease at {redact_url(self.url)}: cannot take the lease of "
+                    f"session {key[len(self.prefix):]!r} ({what}); check HERMES_REDIS_URL "
+                    "and that Redis is up")
                 error.__cause__ = exc
                 outcomes.append(error)
             return outcomes
@@ -265,13 +331,14 @@ class RedisLease:
                 if not due:
                     continue
                 self._renewing = True
-                self.round_trips += 1
+                keys, args = [h.key for h in due], [*(h.token for h in due), self.ttl_ms]
                 try:
-                    renewed = await self._renew(
-                        keys=[h.key for h in due], args=[*(h.token for h in due), self.ttl_ms],
-                        client=self._redis())
+                    renewed = await self._call(  # called at once: the loop's keys
+                        lambda client: self._renew(keys=keys, args=args,  # noqa: B023
+                                                   client=client))
                 except Exception as exc:  # Redis unreachable: keep trying until the TTL is up
-                    _log.warning("lease renewal of %d session(s) failed: %s", len(due), exc)
+                    _log.warning("lease renewal of %d session(s) failed: %s", len(due),
+                                 redact(f"{type(exc).__name__}: {exc}"))
                     renewed = [None] * len(due)
                 finally:
                     self._renewing = False
@@ -300,7 +367,7 @@ class RedisLease:
         self._releasing.discard(future)
         if not future.cancelled() and future.exception() is not None:
             _log.warning("lease release failed (it expires in %d ms): %s", self.ttl_ms,
-                         future.exception())
+                         redact(str(future.exception())))
 
     async def close(self) -> None:
         if self._releasing:  # queued releases: sent before the connections go
@@ -311,3 +378,13 @@ class RedisLease:
         if self._client is not None:
             client, self._client = self._client, None
             await client.aclose()
+
+
+def _dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` is a dropped or broken connection, which a fresh one may not have
+    (not a refusal: a wrong password, a script error)."""
+    from redis import exceptions
+
+    if isinstance(exc, exceptions.AuthenticationError):
+        return False
+    return isinstance(exc, exceptions.ConnectionError | exceptions.TimeoutError | OSError)

@@ -31,6 +31,7 @@ from typing import Any
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm._internal.json_safe import dumps, safe_blob, safe_text
 from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
 from hermes_fsm.store.protocol import (
     Append,
@@ -151,7 +152,8 @@ class PostgresStore:
             raise StoreError(f"PostgreSQL schema name {schema!r} must be an identifier "
                              "(letters, digits, underscores)")
         self.url, self.schema = url, schema
-        self.name = f"PostgreSQL session store at {_redact(url)} (schema {schema})"
+        register_url(url)  # the password: never in a message or an event
+        self.name = f"PostgreSQL session store at {redact_url(url)} (schema {schema})"
         self._pool_size = pool_size
         self.application_name = application_name
         self._pool: Any = None
@@ -462,11 +464,3 @@ def _refused_data(exc: BaseException) -> bool:
     exception"), not for its connection: trying it again as it is cannot help."""
     return str(getattr(exc, "sqlstate", None) or "").startswith("22")
 
-
-def _redact(url: str) -> str:
-    """The URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        creds, host = rest.rsplit("@", 1)
-        return f"{scheme}://{creds.split(':', 1)[0]}@{host}"
-    return url

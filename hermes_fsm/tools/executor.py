@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from pydantic_core import to_json
 
 from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over, dumps
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.errors import MCPServerError, ToolCallFailed, ToolError
 from hermes_fsm.events.model import (
     ToolCallFinished,
@@ -286,14 +287,14 @@ class ToolExecutor:
         except TimeoutError:
             return ("TIMEOUT", f"{tool.name} did not answer within {tool.timeout_s:g}s",
                     None, None)
-        except ToolCallFailed as exc:
-            return exc.code, exc.message, exc.retryable, None
+        except ToolCallFailed as exc:  # messages redacted: they go to events and the model
+            return exc.code, redact(exc.message), exc.retryable, None
         except MCPServerError as exc:
-            return "SERVER_UNAVAILABLE", str(exc), True, None
+            return "SERVER_UNAVAILABLE", redact(str(exc)), True, None
         except ToolError as exc:
-            return "TOOL_ERROR", str(exc), None, None
+            return "TOOL_ERROR", redact(str(exc)), None, None
         except Exception as exc:  # a tool's own failure becomes an envelope, not a crash
-            return "TOOL_EXCEPTION", f"{type(exc).__name__}: {exc}", None, None
+            return "TOOL_EXCEPTION", redact(f"{type(exc).__name__}: {exc}"), None, None
         return None, "", None, result
 
     def _unstorable(self, output: Any) -> str | None:

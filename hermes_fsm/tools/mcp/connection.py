@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
+from hermes_fsm._internal.redact import redact
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.schema_diff import diff_schemas
 from hermes_fsm.contracts.tools import ToolContract
@@ -571,4 +572,4 @@ def _describe(exc: BaseException, stderr: str) -> str:
     walk(exc)
     text = "; ".join(f"{type(e).__name__}: {e}" if not isinstance(e, MCPServerError) else str(e)
                      for e in leaves[:3]) or type(exc).__name__
-    return f"{text} (server stderr: {stderr})" if stderr else text
+    return redact(f"{text} (server stderr: {stderr})" if stderr else text)
