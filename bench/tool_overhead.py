@@ -38,7 +38,7 @@ from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.connection import MCPConnection
 from hermes_fsm.tools.registry import ToolRegistry
 
-SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo_calendar.py")
+SCRIPT = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo" / "calendar.py")
 ARGS = {"query": "A1001", "warehouse": "east"}
 
 
