@@ -277,11 +277,8 @@ class Orchestrator:
         """
         if not isinstance(text, str) or not text.strip():
             raise UsageError("the message text is empty; pass the user's message as text")
-        for what, value in (("the message text", text), ("the session id", session_id),
-                            ("the user id", user_id)):
-            if isinstance(value, str) and (at := nul_position(value)) is not None:
-                raise UsageError(f"{what} holds U+0000 (a NUL character) at position {at}; "
-                                 "remove it (no session store can keep it) and send it again")
+        if "\x00" in text or "\x00" in (session_id or "") or "\x00" in str(user_id):
+            _refuse_nul(text=text, session_id=session_id, user_id=user_id)
         self.context.check_input(text)  # a message over its token budget: refused up front
         if self.durable is not None:
             return await self.durable.run_turn(session_id, text, user_id)
@@ -566,6 +563,16 @@ def _dump(output: Any) -> Any:
     if isinstance(output, BaseModel):
         return output.model_dump(mode="json")
     return _jsonable(output)
+
+
+def _refuse_nul(**values: Any) -> None:
+    """Raise the :class:`UsageError` for the first value holding U+0000."""
+    names = {"text": "the message text", "session_id": "the session id",
+             "user_id": "the user id"}
+    for name, value in values.items():
+        if isinstance(value, str) and (at := nul_position(value)) is not None:
+            raise UsageError(f"{names[name]} holds U+0000 (a NUL character) at position {at}; "
+                             "remove it (no session store can keep it) and send it again")
 
 
 def _default_random() -> float:

@@ -63,7 +63,8 @@ class Session:
         self.history: list[dict[str, str]] = []
         self.summary = ""
         self.busy = False
-        self.late: list[tuple[type[Event], dict[str, Any]]] = []  # waiting for a seq
+        # waiting for a seq; a list only once one is late (most sessions never have one)
+        self.late: list[tuple[type[Event], dict[str, Any]]] | None = None
         self._lock: asyncio.Lock | None = None
 
     @property

@@ -221,6 +221,8 @@ class TurnContext:
         if self.late is not None:
             self.late(session, kind, data)
             return
+        if session.late is None:
+            session.late = []
         session.late.append((kind, data))
         if not session.busy:
             deliver_late(session, self._sinks.current)
@@ -294,7 +296,7 @@ def number_late(session: Session, pending: Sequence[tuple[type[Event], dict[str,
 def deliver_late(session: Session, sinks: Sequence[EventSink]) -> None:
     """Number the session's waiting late events, log them and send them to ``sinks``
     (in-process sessions; the session must not be running a turn)."""
-    pending, session.late = session.late, []
+    pending, session.late = session.late, None
     if not pending:
         return
     batch = number_late(session, pending)
