@@ -11,6 +11,7 @@ import asyncio
 import json
 from typing import Any, TextIO
 
+from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.errors import UsageError
 
@@ -34,15 +35,12 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO) -> int:
     """Run ``memory search|list|forget``; returns the exit code."""
     if args.action == "search" and not args.query.strip():
         raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")
+    if args.action == "forget":
+        return asyncio.run(_forget(config, args.user, args.json, out))
     memory = build_memory(config.memory)
 
     async def act() -> int:
         try:
-            if args.action == "forget":
-                removed = await memory.forget(args.user)
-                out.write(f"forgot user {args.user!r}: {removed} record(s) removed "
-                          "from working, semantic and experience memory\n")
-                return 0
             if args.action == "search":
                 items = await memory.recall(args.user, args.query, args.k)
             else:
@@ -65,3 +63,25 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO) -> int:
             await memory.close()
 
     return asyncio.run(act())
+
+
+async def _forget(config: Any, user: str, as_json: bool, out: TextIO) -> int:
+    """Forget ``user`` in memory and in the session store (``Orchestrator.forget_user``)."""
+    orchestrator = build_orchestrator(config, sinks=())
+    try:
+        report = await orchestrator.forget_user(user)
+    finally:
+        await orchestrator.aclose()
+    if as_json:
+        out.write(json.dumps({"user_id": user, **report}, ensure_ascii=False) + "\n")
+        return 0
+    tiers = ", ".join(f"{n} {tier.replace('_', ' ')}" for tier, n in report["memory"].items())
+    store = orchestrator.store.name if orchestrator.store is not None else "no session store"
+    out.write(f"forgot user {user!r}:\n"
+              f"  session store ({store}): {report['sessions']} session(s), "
+              f"{report['messages']} message(s), {report['events']} event(s), "
+              f"{report['checkpoints']} checkpoint(s), {report['effects']} journalled "
+              "call(s)\n"
+              f"  memory: {tiers}\n"
+              f"  experience log: {report['experience']} entry(ies)\n")
+    return 0

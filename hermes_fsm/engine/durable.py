@@ -273,6 +273,16 @@ class DurableSessions:
         queued.append((kind, data))
         self._late[session.session_id] = (user_id, queued, failures)
 
+    def drop_late_of(self, user_id: str) -> int:
+        """Drop the queued late events of ``user_id``'s sessions (she is being forgotten);
+        returns how many were dropped."""
+        dropped = 0
+        for session_id, (owner, queued, _) in list(self._late.items()):
+            if owner == user_id:
+                del self._late[session_id]
+                dropped += len(queued)
+        return dropped
+
     async def write_late(self, session: Session) -> None:
         """Append the session's queued late events after its last event. The caller holds
         the session's lease, has claimed it, and runs no turn on it. Never raises: a

@@ -37,13 +37,23 @@ from hermes_fsm.memory import BackgroundCommits, format_recall
 from hermes_fsm.memory.recall import estimate_tokens
 from hermes_fsm.memory.turn_experience import experiences_of
 
-__all__ = ["apply_memory_updates", "recalled_memory"]
+__all__ = ["apply_memory_updates", "cancel_commits_of", "recalled_memory"]
 
 _EXPERIENCE_KINDS = frozenset({"tool_call_started", "tool_call_finished", "handler_failed"})
 """The events :func:`experiences_of` reads (the others are not built as objects for it)."""
 
 _BACKGROUND = BackgroundCommits()
 """Retries for memories that bring none of their own (``memory.background``)."""
+
+
+async def cancel_commits_of(memory: Any, user_id: str) -> int:
+    """Cancel the background retries of ``user_id``'s memory commits (``memory``'s own and
+    the shared ones of memories that bring none); returns how many were pending."""
+    cancelled = await _BACKGROUND.cancel_user(user_id)
+    own = getattr(memory, "background", None)
+    if isinstance(own, BackgroundCommits) and own is not _BACKGROUND:
+        cancelled += await own.cancel_user(user_id)
+    return cancelled
 
 
 async def recalled_memory(turn: TurnContext) -> str:
@@ -120,7 +130,8 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
             on_success=lambda attempt, outcomes: _report(turn, outcomes, updates, late=True),
             on_failure=lambda attempts, error: turn.emit_late(
                 MemoryCommitFailed, attempts=attempts, error=redact(str(error)), final=True,
-                keys=keys))
+                keys=keys),
+            user_id=turn.user_id)
         return
     _report(turn, outcomes, updates, late=False)
 

@@ -41,6 +41,7 @@ from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.durable import DurableSessions
 from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
+from hermes_fsm.engine.memory_handlers import cancel_commits_of
 from hermes_fsm.engine.session import Session, SessionCache
 from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult, deliver_late
 from hermes_fsm.errors import (
@@ -68,7 +69,7 @@ from hermes_fsm.graph.model import Graph, StateSpec
 from hermes_fsm.memory import InProcessMemory, Memory
 from hermes_fsm.sources import Clock, IdFactory, SystemClock, UuidIds
 from hermes_fsm.store.lease import SessionLease
-from hermes_fsm.store.protocol import SessionStore
+from hermes_fsm.store.protocol import DELETED_KINDS, SessionStore
 from hermes_fsm.tools.executor import ToolExecutor, ToolRunner
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
@@ -321,6 +322,46 @@ class Orchestrator:
             raise UsageError("archiving needs a durable session store: Orchestrator(store=...)"
                              " (hermes_fsm.store.SQLiteStore or PostgresStore)")
         return await archive_idle(self.durable, older_than, now=now, dry_run=dry_run)
+
+    async def forget_user(self, user_id: str) -> dict[str, Any]:
+        """Remove ``user_id`` everywhere this orchestrator keeps her: her memory commits
+        still retried in the background are cancelled (none writes after this), every
+        memory tier and the experience log forget her, the session store deletes her
+        sessions with their messages, events, checkpoints and journalled calls, and her
+        sessions cached in this process (with their late events) are dropped. A later
+        turn on one of her old session ids starts a new session with no history.
+
+        Returns what was removed, per store: ``sessions``, ``messages``, ``events``,
+        ``checkpoints``, ``effects`` (the session store; 0 without one), ``memory``
+        (records per tier and ``pending_commits`` cancelled), ``experience`` (entries of
+        the experience log) and ``cached_sessions`` (dropped from this process).
+
+        Raises:
+            SessionBusy: a turn of hers is running in this process (forget her after it).
+            StoreError, MemoryStoreError: a store failed; calling again finishes the job.
+        """
+        busy = [s for s in self._sessions.values() if s.user_id == user_id and s.busy]
+        if busy:
+            raise SessionBusy(busy[0].session_id, f"a turn of user {user_id!r} is running "
+                              "on it; forget her when it has finished")
+        memory = self.services.memory
+        pending = await cancel_commits_of(memory, user_id)
+        report = getattr(memory, "forget_report", None)
+        if report is not None:
+            tiers = dict(await report(user_id))
+        else:  # a Memory of its own: it says only how many records it removed
+            tiers = {"records": await memory.forget(user_id)}
+        tiers["pending_commits"] = tiers.get("pending_commits", 0) + pending
+        experience = tiers.pop("experience", 0)
+        cached = [sid for sid, s in self._sessions.items() if s.user_id == user_id]
+        for sid in cached:
+            self.session_cache.discard(sid)
+        counts = dict.fromkeys(DELETED_KINDS, 0)
+        if self.durable is not None:
+            self.durable.drop_late_of(user_id)
+            counts = await self.durable.store.delete_user(user_id)
+        return {**counts, "memory": tiers, "experience": experience,
+                "cached_sessions": len(cached)}
 
     def new_turn(self, session: Session, text: str, user_id: str, *,
                  turn_id: str | None = None) -> TurnContext:

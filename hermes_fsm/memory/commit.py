@@ -35,6 +35,7 @@ class Commit:
     updates: Sequence[MemoryUpdate]
     now: datetime
     context: Mapping[str, Any]
+    generation: int = 0  # the user's forget count when it was made (see TieredMemory.forget)
 
 
 @dataclass(slots=True)

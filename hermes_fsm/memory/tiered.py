@@ -23,6 +23,7 @@ commit sees what the user's previous one wrote. A failed batch fails each of its
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -88,6 +89,8 @@ class TieredMemory:
         self.window = window
         self._commits: GroupCommit[Commit, list[WriteOutcome]] = GroupCommit(
             self._write_batch, key=lambda c: c.user_id, max_in_flight=1)
+        self._forgotten: dict[str, int] = {}  # user → times forgotten (commits carry it)
+        self._writing = asyncio.Lock()  # held by a batch's write and by forget
 
     # --- recall -------------------------------------------------------------------------
 
@@ -131,28 +134,54 @@ class TieredMemory:
             MemoryStoreError: a store failed; what was written is safe to write again.
         """
         return await self._commits.submit(Commit(user_id, turn_id, tuple(updates), now,
-                                                 context))
+                                                 context, self._forgotten.get(user_id, 0)))
 
     async def _write_batch(self, commits: list[Commit]
                            ) -> list[list[WriteOutcome] | BaseException]:
-        plans: list[Plan | BaseException] = []
-        for commit in commits:
-            try:
-                plans.append(await plan(commit, self.semantic, self.window))
-            except Exception as exc:  # this commit's own failure; the others go on
-                plans.append(exc)
-        await write([p for p in plans if isinstance(p, Plan)], semantic=self.semantic,
-                    experience=self.experience, working=self.working, embedder=self.embedder)
-        return [p if isinstance(p, BaseException) else p.outcomes for p in plans]
+        async with self._writing:
+            plans: list[Plan | BaseException] = []
+            for commit in commits:
+                if commit.generation != self._forgotten.get(commit.user_id, 0):
+                    plans.append(Plan(outcomes=[  # made before its user was forgotten
+                        WriteOutcome(u.key, u.update_type, "skipped",
+                                     "the user was forgotten meanwhile") for u in commit.updates]))
+                    continue
+                try:
+                    plans.append(await plan(commit, self.semantic, self.window))
+                except Exception as exc:  # this commit's own failure; the others go on
+                    plans.append(exc)
+            await write([p for p in plans if isinstance(p, Plan)], semantic=self.semantic,
+                        experience=self.experience, working=self.working,
+                        embedder=self.embedder)
+            return [p if isinstance(p, BaseException) else p.outcomes for p in plans]
 
     # --- forgetting and lifecycle ---------------------------------------------------------
 
     async def forget(self, user_id: str) -> int:
-        """Remove everything about ``user_id`` from all three tiers; returns records removed."""
-        removed = await self.semantic.delete_user(user_id)
-        removed += await self.experience.forget(user_id)
-        removed += await self.working.forget(user_id)
-        return removed
+        """Remove everything about ``user_id`` from all three tiers; returns records removed
+        (see :meth:`forget_report`)."""
+        report = await self.forget_report(user_id)
+        return report["semantic"] + report["experience"] + report["working"]
+
+    async def forget_report(self, user_id: str) -> dict[str, int]:
+        """Remove everything about ``user_id``: first cancel her commits still retried in
+        the background (and wait until they stopped), drop her commits made before now
+        and not yet written, wait for a write in progress, then delete her from the
+        semantic store, the experience log and working memory. Nothing made before the
+        call is written for her after it.
+
+        Returns the records removed per tier and ``pending_commits``, the background
+        retries cancelled.
+        """
+        cancelled = await self.background.cancel_user(user_id)
+        # a commit of hers made before now and not yet written is dropped, not written
+        self._forgotten[user_id] = self._forgotten.get(user_id, 0) + 1
+        async with self._writing:  # a batch being written finishes first
+            semantic = await self.semantic.delete_user(user_id)
+            experience = await self.experience.forget(user_id)
+            working = await self.working.forget(user_id)
+        return {"semantic": semantic, "experience": experience, "working": working,
+                "pending_commits": cancelled}
 
     async def close(self) -> None:
         """Wait for background commits (bounded), then close every tier."""

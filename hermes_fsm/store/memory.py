@@ -117,3 +117,18 @@ class InMemoryStore:
         effect = self._effects[key]
         self._effects[key] = replace(effect, status="finished",
                                     outcome=loads(dumps(outcome)))
+
+    async def delete_user(self, user_id: str) -> dict[str, int]:
+        ids = {sid for sid, r in self._sessions.items() if r.user_id == user_id}
+        counts = {"sessions": len(ids), "messages": 0, "events": 0, "checkpoints": 0,
+                  "effects": 0}
+        for sid in ids:
+            del self._sessions[sid]
+            counts["messages"] += len(self._messages.pop(sid, ()))
+            counts["events"] += len(self._events.pop(sid, ()))
+            counts["checkpoints"] += self._checkpoints.pop(sid, None) is not None
+        effects = [k for k, e in self._effects.items() if e.session_id in ids]
+        for key in effects:
+            del self._effects[key]
+        counts["effects"] = len(effects)
+        return counts

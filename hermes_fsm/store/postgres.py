@@ -34,6 +34,7 @@ from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema
 from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
 from hermes_fsm.store.protocol import (
+    DELETED_KINDS,
     Append,
     Checkpoint,
     Effect,
@@ -423,6 +424,28 @@ class PostgresStore:
             f"UPDATE {self._s}.hermes_effects SET status = 'finished', outcome = %s::jsonb, "
             "updated_at = now() WHERE key = %s RETURNING 1",
             (dumps(outcome).decode(), key))
+
+    # --- forgetting a user -------------------------------------------------------------------
+
+    async def delete_user(self, user_id: str) -> dict[str, int]:
+        s = self._s
+        rows = await self._fetch(
+            f"deleting the data of user {user_id!r} (nothing was deleted if this failed; "
+            "try again)",
+            f"WITH ids AS (SELECT session_id FROM {s}.hermes_sessions WHERE user_id = %(u)s), "
+            f"m AS (DELETE FROM {s}.hermes_messages WHERE user_id = %(u)s "
+            "OR session_id IN (SELECT session_id FROM ids) RETURNING 1), "
+            f"e AS (DELETE FROM {s}.hermes_events WHERE session_id IN "
+            "(SELECT session_id FROM ids) RETURNING 1), "
+            f"c AS (DELETE FROM {s}.hermes_checkpoints WHERE session_id IN "
+            "(SELECT session_id FROM ids) RETURNING 1), "
+            f"f AS (DELETE FROM {s}.hermes_effects WHERE session_id IN "
+            "(SELECT session_id FROM ids) RETURNING 1), "
+            f"x AS (DELETE FROM {s}.hermes_sessions WHERE user_id = %(u)s RETURNING 1) "
+            "SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM m), "
+            "(SELECT count(*) FROM e), (SELECT count(*) FROM c), (SELECT count(*) FROM f)",
+            {"u": user_id})
+        return dict(zip(DELETED_KINDS, (int(n) for n in rows[0]), strict=True))
 
 
 class _AlreadyWritten(Exception):

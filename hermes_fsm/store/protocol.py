@@ -32,8 +32,11 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from hermes_fsm._internal.json_safe import loads
 from hermes_fsm.errors import StoreError
 
-__all__ = ["Append", "Checkpoint", "Effect", "Message", "SessionRecord", "SessionStore",
-           "read_event", "unreadable"]
+__all__ = ["DELETED_KINDS", "Append", "Checkpoint", "Effect", "Message", "SessionRecord",
+           "SessionStore", "read_event", "unreadable"]
+
+DELETED_KINDS = ("sessions", "messages", "events", "checkpoints", "effects")
+"""The keys of :meth:`SessionStore.delete_user`'s counts, in this order."""
 
 Role = Literal["user", "assistant", "tool", "system"]
 
@@ -177,6 +180,12 @@ class SessionStore(Protocol):
 
     async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
         """Journal a call's outcome (its result envelope)."""
+
+    async def delete_user(self, user_id: str) -> dict[str, int]:
+        """Delete everything of ``user_id``: her sessions and, of those sessions, every
+        message, event, checkpoint and journalled call, in one transaction. Other users'
+        data is untouched. Irreversible; a later turn on one of her old session ids starts
+        a new, empty session. Returns the rows removed, by kind (:data:`DELETED_KINDS`)."""
 
 
 def unreadable(store: str, session_id: str, what: str, exc: BaseException) -> StoreError:

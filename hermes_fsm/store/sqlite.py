@@ -17,6 +17,7 @@ from typing import Any
 from hermes_fsm._internal.json_safe import dumps, loads, safe_text
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError
 from hermes_fsm.store.protocol import (
+    DELETED_KINDS,
     Append,
     Checkpoint,
     Effect,
@@ -264,6 +265,38 @@ class SQLiteStore:
     async def effect_finish(self, key: str, outcome: dict[str, Any]) -> None:
         self._conn().execute("UPDATE hermes_effects SET status = 'finished', outcome = ? "
                              "WHERE key = ?", (_json(outcome), key))
+
+    async def delete_user(self, user_id: str) -> dict[str, int]:
+        db = self._conn()
+        of_user = "session_id IN (SELECT session_id FROM hermes_sessions WHERE user_id = ?)"
+        counts: dict[str, int] = {}
+        try:
+            db.execute("PRAGMA secure_delete = ON")  # her rows' bytes are overwritten
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                for kind, table in (("messages", "hermes_messages"),
+                                    ("events", "hermes_events"),
+                                    ("checkpoints", "hermes_checkpoints"),
+                                    ("effects", "hermes_effects")):
+                    where = of_user + (" OR user_id = ?" if kind == "messages" else "")
+                    params = (user_id, user_id) if kind == "messages" else (user_id,)
+                    counts[kind] = db.execute(f"DELETE FROM {table} WHERE {where}",
+                                              params).rowcount
+                counts["sessions"] = db.execute(
+                    "DELETE FROM hermes_sessions WHERE user_id = ?", (user_id,)).rowcount
+                db.execute("COMMIT")
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.name}: deleting the data of user {user_id!r} failed "
+                             f"({type(exc).__name__}: {exc}); nothing was deleted, try "
+                             "again") from exc
+        try:  # the deleted pages are zeroed in the file (and WAL) at the next checkpoint
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        except sqlite3.Error:  # pragma: no cover - another process reads: it runs later
+            pass
+        return {k: counts[k] for k in DELETED_KINDS}
 
 
 def _now() -> str:

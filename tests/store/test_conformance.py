@@ -150,3 +150,42 @@ async def test_the_effects_journal_starts_a_call_once_and_keeps_its_outcome(stor
     await store.effect_finish("s1/t1-s3-c1", {"success": True, "output": {"n": 1}})
     done = await store.effect_begin("s1/t1-s3-c1", "s1", "transfer")
     assert done.status == "finished" and done.outcome == {"success": True, "output": {"n": 1}}
+
+
+async def _fill(store: Any, sid: str, user: str) -> None:
+    record = await store.claim(sid, user, "IDLE")
+    msgs = [Message(f"{sid}-m{n}", sid, user, "user", f"{user} says {n}", NOW)
+            for n in range(2)]
+    await store.append(Append(sid, record.epoch, 0, "IDLE", events(sid, 1, 3), msgs,
+                              Checkpoint(sid, 3, "IDLE", {"history": [
+                                  {"role": "user", "content": f"{user} says 0"}]})))
+    await store.effect_begin(f"{sid}-call", sid, "lookup")
+    await store.effect_finish(f"{sid}-call", {"ok": True, "output": f"{user} data"})
+
+
+async def test_deleting_a_user_removes_her_sessions_and_everything_in_them(store):
+    for sid in ("a1", "a2"):
+        await _fill(store, sid, "alice")
+    await _fill(store, "b1", "bob")
+    counts = await store.delete_user("alice")
+    assert counts == {"sessions": 2, "messages": 4, "events": 6, "checkpoints": 2,
+                      "effects": 2}
+    assert await store.sessions_of("alice") == []
+    for sid in ("a1", "a2"):
+        assert await store.get(sid) is None
+        assert await store.events_after(sid) == []
+        assert await store.messages(sid) == []
+        assert await store.checkpoint(sid) is None
+        assert await store.effect_begin(f"{sid}-call", sid, "lookup") is None  # a new call
+    # bob is untouched
+    assert [r.session_id for r in await store.sessions_of("bob")] == ["b1"]
+    assert len(await store.events_after("b1")) == 3
+    assert [m.content for m in await store.messages("b1")] == ["bob says 0", "bob says 1"]
+    assert (await store.checkpoint("b1")) is not None
+    effect = await store.effect_begin("b1-call", "b1", "lookup")
+    assert effect is not None and effect.outcome == {"ok": True, "output": "bob data"}
+    # her old session id is free again: it starts afresh
+    record = await store.claim("a1", "alice", "IDLE")
+    assert (record.seq, record.epoch) == (0, 1)
+    assert await store.delete_user("nobody") == {"sessions": 0, "messages": 0, "events": 0,
+                                                 "checkpoints": 0, "effects": 0}
