@@ -186,3 +186,13 @@ def test_memory_forget_cli_clears_sessions_list_and_record_export(tmp_path, monk
     assert code == 0 and report["sessions"] == 0 and report["user_id"] == "alice"
     assert set(report) >= {"sessions", "messages", "events", "checkpoints", "effects",
                            "memory", "experience", "cached_sessions"}
+
+
+def test_after_forget_no_file_in_the_data_dir_holds_her_text(tmp_path, monkeypatch):
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    assert cli("run", "--user", "alice", "--session", "sa", SECRET)[0] == 0
+    assert cli("run", "--user", "bob", "--session", "sb", "bob's words")[0] == 0
+    assert cli("memory", "forget", "--user", "alice")[0] == 0
+    holding = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
+               if p.is_file() and SECRET.encode() in p.read_bytes()]
+    assert holding == []
