@@ -3,7 +3,8 @@
 Every operation gets a bounded, derandomized number of generated requests, valid ones and
 (where it has inputs) invalid ones: bad session ids, wrong types, bodies that break
 ``TurnRequest``. Each goes in-process to the ASGI app, with bearer tokens configured (sent
-with alice's token, with none, with an unknown one) and without. Every answer must be: no
+with alice's token, as JSON and as server-sent events, with none, with an unknown one) and
+without. Every answer must be: no
 5xx; for a 4xx the API's JSON error (``{"error": {"code", "message", "details"?}}`` as
 ``application/json``); and what the document says, where it describes the answer (status
 code, media type, body schema, headers). Unknown paths and undocumented methods too.
@@ -30,8 +31,10 @@ from hermes_fsm.server.openapi import openapi_document  # noqa: E402
 from hermes_fsm.testing import demo_orchestrator  # noqa: E402
 
 TOKENS = {"alice-token": "alice", "bob-token": "bob"}
-CALLERS = {"alice": {"Authorization": "Bearer alice-token"}, "no token": {},
-           "unknown token": {"Authorization": "Bearer not-a-token"}}
+CALLERS = {"alice": {"Authorization": "Bearer alice-token"},
+           "alice, streaming": {"Authorization": "Bearer alice-token",
+                                "Accept": "text/event-stream"},
+           "no token": {}, "unknown token": {"Authorization": "Bearer not-a-token"}}
 EXAMPLES = 50
 """Generated requests per operation and mode (each sent by every caller): the whole file
 stays well under a minute on two cores."""
@@ -85,7 +88,8 @@ def check_error_shape(status: int, content_type: str, text: str, where: str) -> 
 def test_every_operation_answers_as_documented(api: tuple[str, Any], method: str, path: str,
                                                mode: GenerationMode) -> None:
     auth, schema = api
-    callers = CALLERS if auth == "tokens" else {"anyone": {}}
+    callers = CALLERS if auth == "tokens" else {
+        "anyone": {}, "anyone, streaming": {"Accept": "text/event-stream"}}
 
     @given(case=schema[path][method.upper()].as_strategy(generation_mode=mode))
     @FUZZ

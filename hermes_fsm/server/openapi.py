@@ -73,10 +73,14 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
     security: list[dict[str, list[str]]] = [{"bearer": []}] if authenticated else []
     session = {"name": "session_id", "in": "path", "required": True,
                "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"}}
-    stream = {"text/event-stream": {"schema": {
-        "type": "string", "description": "server-sent events: `id` = seq, `event` = the "
-        "event's kind, `data` = the Event as JSON; a last `result` event carries the "
-        "TurnResponse"}}}
+    stream = {"text/event-stream": {"schema": {  # one event (OpenAPI 3.2's itemSchema)
+        "type": "object", "required": ["event", "data"],
+        "description": "server-sent events: `id` = seq, `event` = the event's kind, `data` = "
+        "the Event as JSON; a last `result` event carries the TurnResponse (or an `error` "
+        "event the ErrorBody of a turn that failed)",
+        "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"},
+                       "event": {"type": "string"},
+                       "data": {"type": "string", "contentMediaType": "application/json"}}}}}
     paths = {
         "/v1/sessions/{session_id}/turns": {"post": {
             "summary": "Run a turn (JSON result, or its events as server-sent events)",
