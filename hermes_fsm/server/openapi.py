@@ -24,12 +24,41 @@ def _json(name: str) -> dict[str, Any]:
     return {"application/json": {"schema": _ref(name)}}
 
 
-def _errors(*codes: int) -> dict[str, Any]:
-    what = {401: "missing or unknown bearer token", 403: "another user's session",
-            404: "unknown session", 409: "a turn is already running on the session",
-            410: "the session was archived (start a new one)",
-            422: "invalid request (field details in error.details)", 503: "not ready"}
-    return {str(c): {"description": what[c], "content": _json("ErrorResponse")} for c in codes}
+_ERRORS = {
+    400: "the request body was not received (the client went away while sending it)",
+    401: "missing or unknown bearer token",
+    403: "another user's session, or a user_id that is not the token's",
+    404: "unknown session",
+    409: "a turn is already running on the session",
+    410: "the session was archived (start a new one)",
+    422: "invalid request: session id, query or body (field details in error.details)",
+    500: "a bug (code internal_error: the server's log has the traceback), or the turn "
+         "failed (code turn_failed)",
+}
+
+
+def _errors(*codes: int, authenticated: bool) -> dict[str, Any]:
+    """The error answers of an operation, every one the JSON ``ErrorResponse``; 401 only
+    when tokens are configured (``authenticated``)."""
+    responses: dict[str, Any] = {}
+    for code in codes:
+        if code == 401 and not authenticated:
+            continue
+        responses[str(code)] = {"description": _ERRORS[code], "content": _json("ErrorResponse")}
+        if code == 401:
+            responses[str(code)]["headers"] = {"WWW-Authenticate": {
+                "description": "the bearer challenge", "schema": {"type": "string"}}}
+    return responses
+
+
+_TEXT = {"schema": {"type": "string"}}
+_READINESS = {"application/json": {"schema": {
+    "type": "object", "required": ["ready", "checks"], "properties": {
+        "ready": {"type": "boolean"},
+        "checks": {"type": "object", "description": "one check a backend (brain, memory, "
+                   "each MCP server): {ready, ...details}",
+                   "additionalProperties": {"type": "object", "required": ["ready"],
+                                            "properties": {"ready": {"type": "boolean"}}}}}}}}
 
 
 def openapi_document(authenticated: bool = True) -> dict[str, Any]:
@@ -44,10 +73,14 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
     security: list[dict[str, list[str]]] = [{"bearer": []}] if authenticated else []
     session = {"name": "session_id", "in": "path", "required": True,
                "schema": {"type": "string", "pattern": r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$"}}
-    stream = {"text/event-stream": {"schema": {
-        "type": "string", "description": "server-sent events: `id` = seq, `event` = the "
-        "event's kind, `data` = the Event as JSON; a last `result` event carries the "
-        "TurnResponse"}}}
+    stream = {"text/event-stream": {"schema": {  # one event (OpenAPI 3.2's itemSchema)
+        "type": "object", "required": ["event", "data"],
+        "description": "server-sent events: `id` = seq, `event` = the event's kind, `data` = "
+        "the Event as JSON; a last `result` event carries the TurnResponse (or an `error` "
+        "event the ErrorBody of a turn that failed)",
+        "properties": {"id": {"type": "string", "pattern": "^[0-9]+$"},
+                       "event": {"type": "string"},
+                       "data": {"type": "string", "contentMediaType": "application/json"}}}}}
     paths = {
         "/v1/sessions/{session_id}/turns": {"post": {
             "summary": "Run a turn (JSON result, or its events as server-sent events)",
@@ -55,7 +88,8 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
             "requestBody": {"required": True, "content": _json("TurnRequest")},
             "responses": {"200": {"description": "the turn's result, or its event stream",
                                   "content": {**_json("TurnResponse"), **stream}},
-                          **_errors(401, 403, 409, 410, 422)}}},
+                          **_errors(400, 401, 403, 409, 410, 422, 500,
+                                    authenticated=authenticated)}}},
         "/v1/sessions/{session_id}/events": {"get": {
             "summary": "A session's events after a sequence number (JSON, or SSE following "
                        "a running turn)",
@@ -66,30 +100,42 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
                 "application/json": {"schema": {"type": "object", "properties": {
                     "session_id": {"type": "string"}, "running": {"type": "boolean"},
                     "events": {"type": "array", "items": _ref("Event")}}}}, **stream}},
-                **_errors(401, 403, 404, 422)}}},
+                **_errors(401, 403, 404, 422, 500, authenticated=authenticated)}}},
         "/v1/sessions/{session_id}/recording": {"get": {
             "summary": "The session's recording (JSONL: a header, then one event a line)",
             "parameters": [session], "security": security,
             "responses": {"200": {"description": "the recording",
                                   "content": {"application/x-ndjson": {
                                       "schema": {"type": "string"}}}},
-                          **_errors(401, 403, 404)}}},
+                          **_errors(401, 403, 404, 422, 500,
+                                    authenticated=authenticated)}}},
         "/v1/graph": {"get": {
             "summary": "The state graph as Mermaid, DOT, SVG or an HTML page",
             "parameters": [{"name": "format", "in": "query", "required": False, "schema": {
                 "type": "string", "enum": ["mermaid", "dot", "svg", "html"],
                 "default": "mermaid"}}],
             "security": security,
-            "responses": {"200": {"description": "the graph"}, **_errors(401, 422)}}},
-        "/healthz": {"get": {"summary": "Alive", "responses": {"200": {"description": "ok"}}}},
+            "responses": {"200": {"description": "the graph", "content": {
+                "text/plain": _TEXT, "text/vnd.graphviz": _TEXT, "image/svg+xml": _TEXT,
+                "text/html": _TEXT}}, **_errors(401, 422, 500, authenticated=authenticated)}}},
+        "/healthz": {"get": {"summary": "Alive", "responses": {
+            "200": {"description": "ok", "content": {"text/plain": _TEXT}},
+            **_errors(500, authenticated=authenticated)}}},
         "/readyz": {"get": {"summary": "Backends and MCP servers ready, with details",
-                            "responses": {"200": {"description": "ready"},
-                                          "503": {"description": "not ready"}}}},
+                            "responses": {"200": {"description": "ready", "content": _READINESS},
+                                          "503": {"description": "not ready (the checks say "
+                                                  "which backend and why)",
+                                                  "content": _READINESS},
+                                          **_errors(500, authenticated=authenticated)}}},
     }
     return {
         "openapi": "3.1.0",
         "info": {"title": "hermes-fsm", "version": _version(),
-                 "description": "Agent turns over HTTP: an explicit FSM orchestrator."},
+                 "description": "Agent turns over HTTP: an explicit FSM orchestrator. Every "
+                 "error is an ErrorResponse (`{\"error\": {\"code\", \"message\", "
+                 "\"details\"?}}`), also outside the operations below: an unknown path is "
+                 "404 `not_found`, an undocumented method 405 `method_not_allowed` (with "
+                 "`Allow`)."},
         "paths": paths,
         "components": {"schemas": schemas, "securitySchemes": {
             "bearer": {"type": "http", "scheme": "bearer"}}},
