@@ -199,6 +199,9 @@ class Campaign:
                 return fault
         return None
 
+    def describe(self, key: str) -> list[str]:
+        return [f"{f.kind}@{f.where}" for f in self.plans.get(key, ())]
+
     def new_ref(self, key: str) -> str:
         self.refs[key] += 1
         return f"{key}/{self.refs[key]}"
@@ -272,7 +275,7 @@ class Campaign:
         except Exception as exc:  # a finding: nothing but SessionBusy may come out
             findings.outcomes["raised"] += 1
             findings.raised.append(f"seed {self.seed} session {sid} turn {key!r} faults "
-                                   f"{[f.kind + '@' + f.where for f in self.plans[key]]}: "
+                                   f"{self.describe(key)}: "
                                    f"{type(exc).__name__}: {str(exc)[:300]}")
             return
         finally:
@@ -315,8 +318,10 @@ class Campaign:
         finally:
             await self.cleanup(orchestrator)
         self.findings.transfers = sum(self.executions.values())
-        self.findings.twice = [f"seed {self.seed} transfer ref {ref!r} executed {count} times"
-                               for ref, count in sorted(self.executions.items()) if count > 1]
+        self.findings.twice = [
+            f"seed {self.seed} transfer ref {ref!r} executed {count} times (turn faults "
+            f"{self.describe(ref.rsplit('/', 1)[0])})"
+            for ref, count in sorted(self.executions.items()) if count > 1]
         return self.findings
 
     async def check_store(self, sids: list[str]) -> None:
