@@ -176,6 +176,7 @@ class Campaign:
         self.refs: Counter[str] = Counter()
         self.ref_faults: dict[str, list[Fault]] = {}
         self.executions: Counter[str] = Counter()
+        self.started: dict[str, list[list[str]]] = defaultdict(list)  # ref -> call id tails
         self.emitted: dict[str, dict[int, tuple[str, str]]] = defaultdict(dict)
         self.inflight: Counter[str] = Counter()
         self.findings = Findings(seed)
@@ -257,6 +258,9 @@ class Campaign:
 
     def emit(self, event: Event) -> None:
         self.emitted[event.session_id][event.seq] = (event.turn_id, event.kind)
+        if event.kind == "tool_call_started" and getattr(event, "tool", None) == "transfer":
+            ref = str(getattr(event, "arguments", {}).get("ref"))
+            self.started[ref].append(str(getattr(event, "call_id", "?")).rsplit("-", 2)[-2:])
 
     async def one_call(self, orchestrator: Any, sid: str, key: str, graph: Graph) -> None:
         findings = self.findings
@@ -320,7 +324,7 @@ class Campaign:
         self.findings.transfers = sum(self.executions.values())
         self.findings.twice = [
             f"seed {self.seed} transfer ref {ref!r} executed {count} times (turn faults "
-            f"{self.describe(ref.rsplit('/', 1)[0])})"
+            f"{self.describe(ref.rsplit('/', 1)[0])}; started as {self.started[ref]})"
             for ref, count in sorted(self.executions.items()) if count > 1]
         return self.findings
 
