@@ -3,6 +3,15 @@
 Backends (the session store, the experience log) call :func:`open_pool`; a failure to
 import psycopg, to connect, or to migrate becomes the backend's own error type, saying
 what to check.
+
+Dropped connections (the server restarted, ``pg_terminate_backend``, a proxy's idle
+timeout) usually drop together. The pool checks a connection before handing it out, but
+it finds dead ones one at a time and backs off between them (1 s, 2 s, 4 s …): with a
+pool of eight dead connections a request waited 30 s and failed with ``PoolTimeout``
+while fresh connections sat behind the dead ones. So the pool's check here sweeps every
+idle connection as soon as one is found dead (:func:`sweep_pool`: the dead are replaced
+at once), and :func:`dropped` tells a caller when a statement failed on its connection,
+not on its data, so that trying it again on a fresh one can help.
 """
 
 from __future__ import annotations
@@ -12,7 +21,7 @@ from typing import Any
 
 from hermes_fsm._internal.redact import redact
 
-__all__ = ["close_pool", "drop_schema", "migrate_schema", "open_pool"]
+__all__ = ["close_pool", "drop_schema", "dropped", "migrate_schema", "open_pool", "sweep_pool"]
 
 
 async def open_pool(url: str, *, size: int, name: str, what: str,
@@ -35,8 +44,18 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
     options: dict[str, Any] = {"autocommit": True, "connect_timeout": 5}
     if application_name:
         options["application_name"] = application_name
-    pool = AsyncConnectionPool(url, min_size=1, max_size=size, open=False,
-                               check=AsyncConnectionPool.check_connection, kwargs=options)
+    made: list[Any] = []
+
+    async def check(conn: Any) -> None:  # the pool's check of a connection it hands out
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:  # its neighbours are likely dead too: replace them all now
+            await sweep_pool(made[0])
+            raise
+
+    pool = AsyncConnectionPool(url, min_size=1, max_size=size, open=False, check=check,
+                               kwargs=options)
+    made.append(pool)
     try:
         await pool.open(wait=True, timeout=10)
         await migrate(pool)
@@ -47,6 +66,32 @@ async def open_pool(url: str, *, size: int, name: str, what: str,
         raise error(f"{name}: cannot open ({redact(f'{type(exc).__name__}: {exc}')}); "
                     "check HERMES_POSTGRES_URL and that PostgreSQL is up") from exc
     return pool
+
+
+async def sweep_pool(pool: Any) -> None:
+    """Check every idle connection of ``pool`` now (no backoff between them): the dead are
+    discarded and replaced in the background, the live go back. Call it when a connection
+    was found dropped, before trying again."""
+    await pool.check()
+
+
+def dropped(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection that failed or was dropped (so the statement may be
+    tried again on a fresh one), not a refusal of the statement or its data, and not the
+    pool's own timeout (which already waited)."""
+    try:
+        import psycopg
+        from psycopg_pool import PoolTimeout
+    except ImportError:  # pragma: no cover - depends on the install
+        return False
+    if isinstance(exc, PoolTimeout):
+        return False
+    if isinstance(exc, psycopg.errors.AdminShutdown | psycopg.errors.CrashShutdown |
+                  psycopg.errors.CannotConnectNow):
+        return True  # class 57P: the server ended the session
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return not getattr(exc, "sqlstate", None) or str(exc.sqlstate).startswith("08")
+    return False
 
 
 async def migrate_schema(pool: Any, schema: str, lock: str, migrations: Sequence[str], *,

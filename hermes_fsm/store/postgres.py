@@ -14,7 +14,9 @@ A step's events travel as the JSON array the engine serialized once for its own 
 Claims are group-committed the same way. Both run on writer connections kept out of the
 pool (see :class:`PostgresStore`), so a step costs one round trip, not two.
 
-An append whose connection drops is retried once on a fresh connection; if the first try
+An append (a claim, a read) whose connection drops is tried again on a fresh, checked
+connection, twice at most, after the pool's idle connections were swept (the dead ones
+replaced at once, see :mod:`hermes_fsm._internal.pg_pool`); if an earlier try of an append
 had committed (the session is already at the batch's last seq under the same epoch), the
 retry recognises it and succeeds.
 
@@ -30,7 +32,14 @@ from typing import Any
 
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm._internal.json_safe import dumps, safe_blob, safe_text
-from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
+from hermes_fsm._internal.pg_pool import (
+    close_pool,
+    drop_schema,
+    dropped,
+    migrate_schema,
+    open_pool,
+    sweep_pool,
+)
 from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import SessionError, StaleWriter, StoreError, UsageError
 from hermes_fsm.store.protocol import (
@@ -44,6 +53,9 @@ from hermes_fsm.store.protocol import (
 )
 
 __all__ = ["PostgresStore"]
+
+_ATTEMPTS = 3
+"""Tries of a statement whose connection dropped (each retry on a fresh, checked one)."""
 
 _MIGRATIONS = [
     """
@@ -139,7 +151,8 @@ class PostgresStore:
     kept (at most half the pool): the pool checks a connection with a round trip each
     time it hands one out, which would double the round trips of every step. A writer
     whose statement fails is handed back to the pool (which replaces a dead one), and
-    so are the idle writers with it, so the retry runs on a checked connection.
+    so are the idle writers with it; the retry runs on a connection the pool has just
+    checked, never on an idle writer (one may have died with the first).
 
     Attributes:
         round_trips: statements sent to PostgreSQL so far, with the pool's checks of the
@@ -205,11 +218,12 @@ class PostgresStore:
         await self._return_writers()
         await close_pool(self)
 
-    async def _on_writer(self, sql: str, params: Any) -> list[Any]:
-        """Run one statement on a writer connection: the rows, or the exception (after
-        which the writers go back to the pool, see the class docs)."""
+    async def _on_writer(self, sql: str, params: Any, *, fresh: bool = False) -> list[Any]:
+        """Run one statement on a writer connection (``fresh``: one the pool checks now,
+        not an idle writer): the rows, or the exception (after which the writers go back
+        to the pool, see the class docs, and a dropped connection's pool is swept)."""
         async with self._writer_slots:
-            if self._writers:
+            if self._writers and not fresh:
                 conn = self._writers.pop()
             else:
                 conn = await (await self._open()).getconn()
@@ -217,12 +231,26 @@ class PostgresStore:
             try:
                 self.round_trips += 1
                 rows: list[Any] = await (await conn.execute(sql, params)).fetchall()
-            except BaseException:
+            except BaseException as exc:
                 self._writers.append(conn)
                 await self._return_writers()
+                if isinstance(exc, Exception) and dropped(exc) and self._pool is not None:
+                    await sweep_pool(self._pool)
                 raise
             self._writers.append(conn)
             return rows
+
+    async def _on_writer_retried(self, sql: str, params: Any) -> tuple[list[Any], bool]:
+        """:meth:`_on_writer`, tried again on a fresh connection when the connection
+        dropped (:data:`_ATTEMPTS` in all): the rows and whether it was tried again.
+        A statement PostgreSQL refused for its data is not tried again."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                return await self._on_writer(sql, params, fresh=attempt > 1), attempt > 1
+            except Exception as exc:
+                if attempt == _ATTEMPTS or not dropped(exc):
+                    raise
+        raise AssertionError("unreachable")
 
     async def _return_writers(self) -> None:
         writers, self._writers = self._writers, []
@@ -233,18 +261,26 @@ class PostgresStore:
                 except Exception:  # pragma: no cover - the pool closed meanwhile
                     await conn.close()
 
-    async def _fetch(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any]
-                     ) -> list[Any]:
+    async def _fetch(self, what: str, sql: str, params: Sequence[Any] | dict[str, Any],
+                     *, retry: bool = True) -> list[Any]:
+        """Run one statement on a pooled connection: its rows. One whose connection
+        dropped is tried again on a fresh one (``retry``: the statement is safe to run
+        twice: a read, or a write that is idempotent)."""
         pool = await self._open()
-        try:
-            async with pool.connection() as conn:
-                self.round_trips += 2  # the pool's check of the connection, the statement
-                return list(await (await conn.execute(sql, params)).fetchall())
-        except SessionError:
-            raise
-        except Exception as exc:
-            raise StoreError(f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); "
-                             "check that PostgreSQL is up, then try again") from exc
+        for attempt in range(1, _ATTEMPTS + 1):
+            try:
+                async with pool.connection() as conn:
+                    self.round_trips += 2  # the pool's check of the connection, the statement
+                    return list(await (await conn.execute(sql, params)).fetchall())
+            except SessionError:
+                raise
+            except Exception as exc:
+                if retry and attempt < _ATTEMPTS and dropped(exc):
+                    await sweep_pool(pool)
+                    continue
+                raise StoreError(f"{self.name}: {what} failed ({type(exc).__name__}: {exc}); "
+                                 "check that PostgreSQL is up, then try again") from exc
+        raise AssertionError("unreachable")
 
     # --- sessions ------------------------------------------------------------------------
 
@@ -261,11 +297,8 @@ class PostgresStore:
                "WHERE hermes_sessions.user_id = excluded.user_id "
                f"RETURNING {_SESSION_COLUMNS}")
         params = ([c[0] for c in ordered], [c[1] for c in ordered], [c[2] for c in ordered])
-        try:
-            try:
-                rows = await self._on_writer(sql, params)
-            except Exception:  # a dropped connection: once more, on a checked one
-                rows = await self._on_writer(sql, params)  # (a claim may run twice)
+        try:  # a dropped connection: again, on a checked one (a claim may run twice)
+            rows, _ = await self._on_writer_retried(sql, params)
         except Exception as exc:
             raise StoreError(f"{self.name}: claiming {len(claims)} session(s) failed "
                              f"({type(exc).__name__}: {exc}); check that PostgreSQL is up, "
@@ -300,23 +333,18 @@ class PostgresStore:
         await self._appends.submit_nowait(batch)
 
     async def _append_batch(self, batches: list[Append]) -> list[BaseException | None]:
-        retried = False
-        try:
-            passed = await self._write(batches)
-        except Exception as first:
-            if _refused_data(first):  # the data of an append, not the connection: trying
+        try:  # a dropped connection: again, on a fresh one (see _stale for a first try
+            passed, retried = await self._write(batches)  # that had committed)
+        except Exception as exc:
+            if _refused_data(exc):  # the data of an append, not the connection: trying
                 if len(batches) == 1:  # again cannot help; several go on one by one, so
-                    raise self._refused(batches[0], first) from first  # only its own fails
+                    raise self._refused(batches[0], exc) from exc  # only its own fails
                 return [await self._alone(b) for b in batches]
-            retried = True  # a dropped connection: once more, on a fresh one
-            try:
-                passed = await self._write(batches)
-            except Exception as exc:
-                raise StoreError(
-                    f"{self.name}: append failed ({type(exc).__name__}: {exc}; first try: "
-                    f"{type(first).__name__}); the step may or may not be stored — the session "
-                    "stays consistent: resume it (Orchestrator.resume) when the store is back"
-                ) from exc
+            raise StoreError(
+                f"{self.name}: append failed ({type(exc).__name__}: {exc}; a dropped "
+                f"connection is tried {_ATTEMPTS} times in all); the step may or may not be "
+                "stored — the session stays consistent: resume it (Orchestrator.resume) when "
+                "the store is back") from exc
         outcomes: list[BaseException | None] = []
         for n, batch in enumerate(batches):
             if n in passed:
@@ -341,10 +369,11 @@ class PostgresStore:
         except StoreError as exc:
             return exc
 
-    async def _write(self, batches: list[Append]) -> set[int]:
-        """One try at a group commit: the indexes (from 0) of the appends that passed."""
-        rows = await self._on_writer(self._append_sql, _append_params(batches))
-        return {r[0] - 1 for r in rows}
+    async def _write(self, batches: list[Append]) -> tuple[set[int], bool]:
+        """A group commit: the indexes (from 0) of the appends that passed, and whether it
+        was tried again (its connection dropped)."""
+        rows, retried = await self._on_writer_retried(self._append_sql, _append_params(batches))
+        return {r[0] - 1 for r in rows}, retried
 
     async def _stale(self, batch: Append, retried: bool) -> Exception:
         try:
@@ -444,7 +473,7 @@ class PostgresStore:
             f"x AS (DELETE FROM {s}.hermes_sessions WHERE user_id = %(u)s RETURNING 1) "
             "SELECT (SELECT count(*) FROM x), (SELECT count(*) FROM m), "
             "(SELECT count(*) FROM e), (SELECT count(*) FROM c), (SELECT count(*) FROM f)",
-            {"u": user_id})
+            {"u": user_id}, retry=False)  # a retry after a commit would report zeros
         return dict(zip(DELETED_KINDS, (int(n) for n in rows[0]), strict=True))
 
 
