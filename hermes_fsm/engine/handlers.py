@@ -85,7 +85,11 @@ async def execute_tools(turn: TurnContext) -> dict[str, Any]:
     plan = turn.by_contract.get("plan")
     if not isinstance(plan, Plan) or not plan.tool_calls:
         return {"results": []}
-    step = len(turn.path)  # distinguishes planning rounds within the turn
+    # The step at which this state was entered, not counting its retries (each appends it
+    # to the path again): it distinguishes planning rounds within the turn, and a retry
+    # keeps its calls' ids, so the effects journal answers for the calls that already ran
+    # (a non-idempotent call is never made again because EXECUTION timed out and retried).
+    step = len(turn.path) - (turn.attempt - 1)
     calls = [
         (f"{turn.turn_id}-s{step}-c{i + 1}", c.tool_name, dict(c.arguments))
         for i, c in enumerate(plan.tool_calls)
