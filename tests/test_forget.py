@@ -171,7 +171,7 @@ def test_memory_forget_cli_clears_sessions_list_and_record_export(tmp_path, monk
     assert cli("run", "--user", "alice", "--session", "sa", SECRET)[0] == 0
     assert cli("run", "--user", "bob", "--session", "sb", "bob's words")[0] == 0
     assert "sa" in cli("sessions", "list", "--user", "alice")[1]
-    code, text = cli("memory", "forget", "--user", "alice")
+    code, text = cli("memory", "forget", "--all", "--yes", "--user", "alice")
     assert code == 0 and "1 session(s)" in text and "experience log" in text
     code, listed = cli("sessions", "list", "--user", "alice")
     assert "0 session(s)" in listed and SECRET not in listed
@@ -181,7 +181,7 @@ def test_memory_forget_cli_clears_sessions_list_and_record_export(tmp_path, monk
     assert "1 session(s)" in cli("sessions", "list", "--user", "bob")[1]
     assert not list(tmp_path.rglob("*.jsonl")) or all(
         SECRET not in p.read_text(encoding="utf-8") for p in tmp_path.rglob("*.jsonl"))
-    code, out = cli("memory", "forget", "--user", "alice", "--json")
+    code, out = cli("memory", "forget", "--all", "--yes", "--user", "alice", "--json")
     report = json.loads(out)
     assert code == 0 and report["sessions"] == 0 and report["user_id"] == "alice"
     assert set(report) >= {"sessions", "messages", "events", "checkpoints", "effects",
@@ -192,7 +192,7 @@ def test_after_forget_no_file_in_the_data_dir_holds_her_text(tmp_path, monkeypat
     monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
     assert cli("run", "--user", "alice", "--session", "sa", SECRET)[0] == 0
     assert cli("run", "--user", "bob", "--session", "sb", "bob's words")[0] == 0
-    assert cli("memory", "forget", "--user", "alice")[0] == 0
+    assert cli("memory", "forget", "--all", "--yes", "--user", "alice")[0] == 0
     holding = [str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")
                if p.is_file() and SECRET.encode() in p.read_bytes()]
     assert holding == []

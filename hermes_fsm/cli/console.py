@@ -79,13 +79,19 @@ class ConsolePrinter:
     def __init__(self, out: TextIO, as_json: bool = False) -> None:
         self.out = out
         self.as_json = as_json
+        self.reader_gone = False  # the pipe was closed (``| head -1``): print nothing more
 
     def emit(self, event: Event) -> None:
-        if self.as_json:
-            self.out.write(event.model_dump_json() + "\n")
-        else:
-            line = format_event(event)
-            if line is None:
-                return
-            self.out.write(line + "\n")
-        self.out.flush()
+        if self.reader_gone:
+            return
+        try:
+            if self.as_json:
+                self.out.write(event.model_dump_json() + "\n")
+            else:
+                line = format_event(event)
+                if line is None:
+                    return
+                self.out.write(line + "\n")
+            self.out.flush()
+        except BrokenPipeError:  # the turn goes on; the CLI exits quietly after it
+            self.reader_gone = True

@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -65,9 +66,29 @@ __all__ = ["main"]
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse with options and positionals mixed in any order in every command, and usage
+    errors that name the (sub)command's own ``--help``."""
+
+    _intermixing = False
+
     def error(self, message: str) -> Any:  # usage errors: a clear line, exit 2, no traceback
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n(run '{self.prog} --help' for usage)\n")
+
+    def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
+        # a command (no subcommands of its own) parses intermixed: `memory search --user a
+        # "query"` works; its stray arguments are its own usage error, not the top level's
+        if self._intermixing or any(a.nargs == argparse.PARSER
+                                    for a in self._get_positional_actions()):
+            return super().parse_known_args(args, namespace)
+        self._intermixing = True
+        try:
+            namespace, extras = super().parse_known_intermixed_args(args, namespace)
+        finally:
+            self._intermixing = False
+        if extras:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -91,12 +112,16 @@ def _parser() -> argparse.ArgumentParser:
     chat.add_argument("--quiet", action="store_true", help="print only the answers")
 
     graph = sub.add_parser("graph", parents=[common], help="print the state graph")
-    graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid")
+    graph.add_argument("--format", choices=GRAPH_FORMATS, default="mermaid",
+                       help="mermaid or dot: diagram text; svg: a picture; html: a page "
+                            "(default: mermaid)")
     graph.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
 
     contracts = sub.add_parser("contracts", parents=[common],
                                help="state contract schemas and tool contracts")
-    contracts.add_argument("action", choices=["export", "check"])
+    contracts.add_argument("action", choices=["export", "check"],
+                           help="export: write the schemas of today's contracts; "
+                                "check: fail when a model differs from its written schema")
     contracts.add_argument("--dir", metavar="DIR", type=Path,
                            help="where schemas live (default: contracts/states of the checkout)")
     contracts.add_argument("--force", action="store_true",
@@ -105,7 +130,8 @@ def _parser() -> argparse.ArgumentParser:
                            help="where tool contracts live (default: contracts/tools)")
 
     mcp = sub.add_parser("mcp", parents=[common], help="MCP servers: status and tools")
-    mcp.add_argument("action", choices=["list"])
+    mcp.add_argument("action", choices=["list"],
+                     help="list: each configured server, its health and its tools")
     mcp.add_argument("--json", action="store_true", help="one JSON document")
 
     serve = sub.add_parser("serve", parents=[common],
@@ -151,13 +177,27 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
                    "serve": _serve, "record": _record, "sessions": _sessions}
-        return command[args.command](args, config, out)
+        code = command[args.command](args, config, out)
+        out.flush()
+        return code
+    except BrokenPipeError:  # `hermes-fsm run --json ... | head -1`: quiet, as Unix tools are
+        _silence_stdout()
+        return 141  # 128 + SIGPIPE, what a shell shows for a tool its reader left
     except HermesError as exc:
         print(f"hermes-fsm: {redact(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("hermes-fsm: interrupted", file=sys.stderr)
         return 130
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (in-process use): nothing to silence
+        pass
 
 
 def _configure_logging(config: HermesConfig) -> None:

@@ -28,7 +28,8 @@ def add_record_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register the ``record`` command on the CLI's subparsers."""
     record = sub.add_parser("record", parents=[common],
                             help="export a session's recording from the session store")
-    record.add_argument("action", choices=["export"])
+    record.add_argument("action", choices=["export"],
+                        help="export: write a stored session as a recording (.jsonl)")
     record.add_argument("session", help="the session id")
     record.add_argument("--out", metavar="FILE", type=Path,
                         help="where to write it (default: standard output)")

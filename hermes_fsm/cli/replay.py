@@ -11,10 +11,13 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
-from hermes_fsm.events.recording import iter_recordings
+from hermes_fsm.cli.recorded import graph_note, recorded_graph_path
+from hermes_fsm.errors import HermesError
+from hermes_fsm.events.recording import GraphInfo, iter_recordings, load_recording
 from hermes_fsm.replay.replayer import Replayer, ReplayResult
 
 __all__ = ["add_replay_parser", "run_replay"]
@@ -43,20 +46,35 @@ def run_replay(args: argparse.Namespace, graph_path: Path | None, out: TextIO,
                err: TextIO | None = None) -> int:
     """Run the replay command; returns the exit code (0 all clean, 1 otherwise)."""
     err = err or sys.stderr
-    replayer = Replayer(graph_path, build_contexts=args.build_contexts)
     paths = list(iter_recordings(args.recordings))
     if not paths:
         err.write("hermes-fsm: no recordings (*.jsonl) found in "
                   f"{' '.join(args.recordings)}\n")
         return 1
-    run = replayer.validate_all if args.mode == "validate" else replayer.rerun_all
+    groups = _by_graph(paths, graph_path)
+    replayers = {key: Replayer(key, build_contexts=args.build_contexts) for key in groups}
+    notes: dict[str, str] = {}
+    for key, members in groups.items():
+        for path, info in members:
+            note = graph_note(info, replayers[key].graph) if info is not None else None
+            if note:
+                notes[str(path)] = note
     results: list[ReplayResult] = []
     started = time.perf_counter()
-    for index, result in enumerate(run(paths), start=1):
+
+    def each() -> Iterator[ReplayResult]:
+        for key, members in groups.items():
+            replayer = replayers[key]
+            run = replayer.validate_all if args.mode == "validate" else replayer.rerun_all
+            yield from run([path for path, _ in members])
+
+    for index, result in enumerate(each(), start=1):
         results.append(result)
         if not args.quiet and not result.ok:
             for line in _problems(result):
                 out.write(line + "\n")
+            if args.mode == "rerun" and result.source in notes:
+                out.write(f"  note: {notes[result.source]}\n")
         if len(paths) > 20 and (index % 100 == 0 or index == len(paths)):
             err.write(f"\r{args.mode}: {index}/{len(paths)} recordings")
             if index == len(paths):
@@ -71,6 +89,24 @@ def run_replay(args: argparse.Namespace, graph_path: Path | None, out: TextIO,
                                encoding="utf-8")
         out.write(f"report: {args.report}\n")
     return 0 if all(r.ok for r in results) else 1
+
+
+def _by_graph(paths: list[Path], explicit: Path | None
+              ) -> dict[Path | None, list[tuple[Path, GraphInfo | None]]]:
+    """Recordings grouped by the graph to replay them on: ``explicit`` for all, else the
+    file each header names when it still has the recorded hash, else the bundled graph
+    (``None``). Unreadable headers go with the bundled graph (the replay reports them)."""
+    groups: dict[Path | None, list[tuple[Path, GraphInfo | None]]] = {}
+    for path in paths:
+        try:
+            info: GraphInfo | None = load_recording(path, lazy=True).header.graph
+        except HermesError:
+            info = None
+        key = explicit
+        if key is None and info is not None:
+            key = recorded_graph_path(info, path)
+        groups.setdefault(key, []).append((path, info))
+    return groups
 
 
 def _problems(result: ReplayResult) -> list[str]:

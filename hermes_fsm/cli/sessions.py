@@ -47,7 +47,9 @@ def add_sessions_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``sessions`` command to the CLI's subparsers."""
     sessions = sub.add_parser("sessions", parents=[common],
                               help="stored sessions: archive idle ones, list a user's")
-    sessions.add_argument("action", choices=["archive", "list"])
+    sessions.add_argument("action", choices=["archive", "list"],
+                          help="archive: summarize idle sessions into memory; "
+                               "list: a user's sessions")
     sessions.add_argument("--idle", metavar="DURATION",
                           help="archive: sessions idle for longer than this (30m, 2h, 7d)")
     sessions.add_argument("--user", help="list: the user id")

@@ -13,11 +13,11 @@ import argparse
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from hermes_fsm.cli.recorded import graph_for, graph_note
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
 from hermes_fsm.events.recording import RecordingSink, RecordingSource, load_recording
 from hermes_fsm.events.sinks import SinkHost
-from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
 from hermes_fsm.viz.view import render_view
 
@@ -62,7 +62,7 @@ def attach_recording(orchestrator: Recordable, directory: Path | None) -> Record
 def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
     recording = load_recording(args.recording)
-    graph = load_graph(config.graph or default_graph_path())
+    graph = graph_for(recording.header.graph, config.graph, args.recording)
     page = render_view(recording, graph)
     target: Path = args.out or args.recording.with_suffix(".html")
     try:
@@ -71,8 +71,7 @@ def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int
         raise UsageError(f"--out {target}: cannot write the page: {exc.strerror or exc}; "
                          "choose another file") from None
     out.write(f"wrote {target} ({len(recording.events)} events, graph {graph.name})\n")
-    if recording.header.graph.hash != graph.content_hash:
-        out.write(f"warning: the recording was made with graph {recording.header.graph.name} "
-                  f"(hash {recording.header.graph.hash}), not {graph.path} (hash "
-                  f"{graph.content_hash}); pass --graph with the recorded graph file\n")
+    note = graph_note(recording.header.graph, graph)
+    if note:
+        out.write(f"warning: {note}\n")
     return 0

@@ -246,14 +246,20 @@ def _from_file(path: Path) -> HermesConfig:
                           "(see hermes_fsm.config.settings)")
     try:
         config = HermesConfig.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        loc = tuple(err["loc"])
-        line = line_at(doc, loc)
-        field = ".".join(str(p) for p in loc)
-        what = ("unknown field; remove it or check its spelling" if err["type"] == "extra_forbidden"
-                else err["msg"])
-        raise ConfigError(f"{path}:{line}: {field}: {what}") from None
+    except ValidationError as exc:  # every mistake of the file, each with its line
+        problems: list[tuple[int, str]] = []
+        for err in exc.errors():
+            loc = tuple(err["loc"])
+            line = line_at(doc, loc)
+            field = ".".join(str(p) for p in loc)
+            what = ("unknown field; remove it or check its spelling"
+                    if err["type"] == "extra_forbidden" else err["msg"])
+            problems.append((line or 0, f"{path}:{line}: {field}: {what}"))
+        problems.sort(key=lambda p: p[0])  # in file order
+        lines = [text for _, text in problems]
+        if len(lines) > 1:
+            lines.insert(0, f"{path}: {len(lines)} problems:")
+        raise ConfigError("\n".join(lines)) from None
     base = path.resolve().parent
     updates: dict[str, Any] = {"source": str(path)}
     if config.graph is not None and not config.graph.is_absolute():

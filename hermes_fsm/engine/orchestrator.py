@@ -239,19 +239,21 @@ class Orchestrator:
 
     # --- sessions ---------------------------------------------------------------------
 
-    def session(self, session_id: str | None = None, user_id: str = "anonymous") -> Session:
-        """The session ``session_id`` (created on first use); a new id when ``None``.
+    def session(self, session_id: str | None = None, user_id: str | None = None) -> Session:
+        """The session ``session_id`` (created on first use, for ``user_id`` or
+        ``"anonymous"``); a new id when ``None``. Without ``user_id`` an existing session
+        is returned whoever owns it (``orchestrator.session("s1").events`` after a turn).
 
         Raises:
-            SessionError: the session exists and belongs to another user.
+            SessionError: ``user_id`` is given and the session belongs to another user.
         """
         if session_id is None:
             session_id = self.ids.new("session")
         session = self._sessions.get(session_id)
         if session is None:
-            session = self._sessions[session_id] = Session(session_id, user_id,
-                                                           self.graph.initial, self.event_log)
-        elif session.user_id != user_id:
+            session = self._sessions[session_id] = Session(
+                session_id, user_id or "anonymous", self.graph.initial, self.event_log)
+        elif user_id is not None and session.user_id != user_id:
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")
         return session

@@ -31,6 +31,7 @@ the line, and what to change.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 from collections.abc import Callable, Mapping
@@ -354,7 +355,8 @@ class _Resolver:
             raise self.fail(loc, f"{what}: {dotted!r} is not callable")
         return obj  # type: ignore[no-any-return]
 
-    def _condition(self, loc: tuple[Any, ...], text: str) -> Condition:
+    def _condition(self, loc: tuple[Any, ...], text: str, source: str | None = None
+                   ) -> Condition:
         check = _output_condition(text)
         if check is None and (text == "output" or text.startswith(("output.", "not "))):
             raise self.fail(loc, f"condition {text!r} is malformed: write output.FIELD or "
@@ -362,7 +364,29 @@ class _Resolver:
                             "the dotted path of a callable (negate a callable with unless:)")
         if check is None:
             check = self._callable(loc, text, f"condition {text!r}")
+        elif source is not None:
+            self._check_output_field(loc, text, source)
         return Condition(text, check)
+
+    def _check_output_field(self, loc: tuple[Any, ...], text: str, source: str) -> None:
+        """``output.FIELD`` must name a field of the source state's contract (a state
+        without a contract, whose handler's output has no declared shape, is not checked)."""
+        state = self.spec.states.get(source)
+        if state is None or not state.contract:
+            return
+        try:
+            model = self.contracts.get(state.contract)
+        except ContractError:
+            return  # the state itself reports its unknown contract
+        field_name = text.removeprefix("not ").strip().removeprefix("output.")
+        fields = set(model.model_fields) | set(model.model_computed_fields)
+        if field_name in fields or isinstance(getattr(model, field_name, None), property):
+            return
+        close = difflib.get_close_matches(field_name, sorted(fields), n=1)
+        hint = f"did you mean output.{close[0]}? " if close else ""
+        raise self.fail(loc, f"condition {text!r}: the output of {source} "
+                        f"({state.contract}) has no field {field_name!r}; {hint}its fields "
+                        f"are {', '.join(sorted(fields))}")
 
     def _transition(self, i: int, t: _TransitionFile) -> TransitionSpec:
         loc = ("transitions", i)
@@ -380,10 +404,10 @@ class _Resolver:
         if (t.trigger == "start") != (t.source == self.spec.initial):
             raise self.fail((*loc, "trigger"), f"transition {i + 1}: use trigger 'start' from "
                             f"the initial state {self.spec.initial} and 'done' from other states")
-        conditions = tuple(
-            self._condition((*loc, "conditions", j), c) for j, c in enumerate(t.conditions)
-        )
-        unless = tuple(self._condition((*loc, "unless", j), c) for j, c in enumerate(t.unless))
+        conditions = tuple(self._condition((*loc, "conditions", j), c, t.source)
+                           for j, c in enumerate(t.conditions))
+        unless = tuple(self._condition((*loc, "unless", j), c, t.source)
+                       for j, c in enumerate(t.unless))
         return TransitionSpec(t.trigger, t.source, t.dest, conditions, unless, t.limit,
                               line_at(self.doc, loc))
 

@@ -35,7 +35,7 @@ from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
-from hermes_fsm.memory.items import MemoryItem, WriteOutcome
+from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
@@ -183,11 +183,49 @@ class TieredMemory:
         return {"semantic": semantic, "experience": experience, "working": working,
                 "pending_commits": cancelled}
 
+    async def forget_matching(self, user_id: str, query: str,
+                              now: datetime | None = None) -> list[MemoryItem]:
+        """Erase the remembered items of ``user_id`` whose key, value or source message
+        contains ``query`` (case-insensitive), of any status: each is rewritten as a
+        ``deleted`` record keyed ``forgotten``, with no value and no text (an upsert by
+        its id, so a recall never finds it again and nothing of what it said is left).
+        The user's other items,
+        her sessions and her experience log stay; :meth:`forget_report` removes everything.
+
+        Returns the items as they were before erasing them.
+        """
+        now = now or datetime.now(UTC)
+        async with self._writing:  # not in the middle of a batch's write
+            matching = await self.matching(user_id, query)
+            if matching:
+                erased = [replace(item, key="forgotten", value=None, text="",
+                                  status="deleted", updated_at=now, score=None)
+                          for item in matching]
+                vectors = self.embedder.embed([item_text(item.key, None) for item in erased])
+                await self.semantic.put(erased, vectors)
+        return matching
+
+    async def matching(self, user_id: str, query: str) -> list[MemoryItem]:
+        """The items of ``user_id`` (any status, not yet erased) whose key, value or source
+        message contains ``query``, case-insensitive: what :meth:`forget_matching` erases."""
+        needle = query.strip().casefold()
+        if not needle:
+            return []
+        return [item for item in await self.semantic.items(user_id)
+                if item.user_id == user_id and _mentions(item, needle)]
+
     async def close(self) -> None:
         """Wait for background commits (bounded), then close every tier."""
         await self.background.drain()
         for tier in (self.working, self.semantic, self.experience):
             await tier.close()
+
+
+def _mentions(item: MemoryItem, needle: str) -> bool:
+    if item.status == "deleted" and item.value is None and not item.text:
+        return False  # erased already
+    return any(needle in part.casefold() for part in (item.key, item.text)
+               ) or (item.value is not None and needle in str(item.value).casefold())
 
 
 class InProcessMemory(TieredMemory):

@@ -21,7 +21,7 @@ def test_memory_commands_list_search_and_forget_a_users_memory():
     assert "phone" not in listed
     code, found = cli("memory", "search", "contact email", "--user", "alice")
     assert "preference.contact_channel: email" in found and "score" in found
-    code, forgot = cli("memory", "forget", "--user", "alice")
+    code, forgot = cli("memory", "forget", "--all", "--yes", "--user", "alice")
     assert code == 0 and "forgot user 'alice'" in forgot
     assert "0 item(s)" in cli("memory", "list", "--all", "--user", "alice")[1]
     assert "phone" in cli("memory", "list", "--user", "bob")[1]
