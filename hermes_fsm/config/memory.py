@@ -37,12 +37,10 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
 def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     """Three tiers from the configuration: real services where URLs are given, else embedded.
 
-    Embedded means in-process working memory, Qdrant local mode under
-    ``data_dir/qdrant`` and SQLite at ``data_dir/experience.sqlite``.
+    Embedded means in-process working memory, a Qdrant Edge shard under ``data_dir/edge``
+    (or qdrant-client local mode under ``data_dir/qdrant`` when
+    ``embedded_semantic: qdrant_local``) and SQLite at ``data_dir/experience.sqlite``.
     """
-    # qdrant-client takes about a second to import: only a process that builds memory pays it
-    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
-
     config = config or MemoryConfig()
     data_dir = Path(config.data_dir or default_data_dir()).expanduser()
     embedder = build_embedder(config.embedder)
@@ -54,12 +52,19 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         working = InProcessWorkingMemory(ttl_s=config.working_ttl_s)
     semantic: SemanticStore
-    if config.qdrant_url:
-        semantic = QdrantSemanticStore(embedder.dim, url=config.qdrant_url,
-                                       collection=config.qdrant_collection)
+    if config.qdrant_url or config.embedded_semantic == "qdrant_local":
+        # qdrant-client takes about a second to import: only a process that uses it pays it
+        from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+
+        semantic = (QdrantSemanticStore(embedder.dim, url=config.qdrant_url,
+                                        collection=config.qdrant_collection)
+                    if config.qdrant_url else
+                    QdrantSemanticStore(embedder.dim, path=str(data_dir / "qdrant"),
+                                        collection=config.qdrant_collection))
     else:
-        semantic = QdrantSemanticStore(embedder.dim, path=str(data_dir / "qdrant"),
-                                       collection=config.qdrant_collection)
+        from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+
+        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge")
     experience: ExperienceLog
     if config.postgres_url:
         from hermes_fsm.memory.postgres_experience import PostgresExperienceLog

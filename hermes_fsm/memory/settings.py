@@ -6,7 +6,8 @@
       data_dir: ~/.local/share/hermes-fsm   # embedded stores (Qdrant local mode, SQLite)
       redis_url: redis://127.0.0.1:6379/0     # working memory on Redis (else in-process)
       postgres_url: postgresql://postgres@127.0.0.1:5432/test   # experience (else SQLite)
-      qdrant_url: http://127.0.0.1:6333       # semantic on a server (else local mode)
+      qdrant_url: http://127.0.0.1:6333       # semantic on a server (else embedded)
+      embedded_semantic: edge                 # Qdrant Edge (default) or qdrant_local (old)
       embedder: {kind: hashing}               # or minilm, or openai (url, model, dim)
       recall: {k: 5, threshold: 0.12, half_life_days: {progress: 7}}
 
@@ -56,6 +57,9 @@ class MemoryConfig(_Strict):
     postgres_schema: str = "hermes"
     qdrant_url: str | None = None
     qdrant_collection: str = "hermes_memory"
+    embedded_semantic: Literal["edge", "qdrant_local"] = Field(
+        default="edge", description="without qdrant_url: Qdrant Edge under data_dir/edge, or "
+        "qdrant-client local mode under data_dir/qdrant (slow to open; kept for old stores)")
     working_ttl_s: float = Field(default=900.0, gt=0)
     embedder: EmbedderConfig = EmbedderConfig()
     recall: RecallConfig = RecallConfig()
