@@ -16,13 +16,17 @@ from hermes_fsm.memory.semantic import SemanticStore
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.tiered import TieredMemory
+from hermes_fsm.memory.use_embedder import USEEmbedder, use_available
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = ["build_embedder", "build_memory"]
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:
-    """The embedder of the configuration."""
+    """The embedder of the configuration (``auto``: USE multilingual when installed, else
+    the hashing embedder). Nothing is loaded here: USE loads on its first embed."""
+    if config.kind == "use" or (config.kind == "auto" and use_available()):
+        return USEEmbedder()
     if config.kind == "minilm":
         from hermes_fsm.memory.onnx_embedder import MiniLMEmbedder
 
@@ -64,7 +68,7 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
 
-        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge")
+        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name)
     experience: ExperienceLog
     if config.postgres_url:
         from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
@@ -74,6 +78,7 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
+                          recency_band=config.recall.recency_band,
                           half_life_days={**DEFAULT_HALF_LIFE_DAYS,
                                           **{str(k): v for k, v in
                                              config.recall.half_life_days.items()}})

@@ -60,14 +60,20 @@ class EdgeSemanticStore:
         path: the shard directory (created on first use); the lock file is
             ``<path>.lock`` beside it.
         search_threads: the shard's search thread pool (1 suits a small shared machine).
+        embedder: the name of the embedder that makes the vectors: recorded beside the
+            shard (``<path>.meta.json``) when it is created, and checked when it is
+            opened (two embedders of one size make vectors that cannot be compared).
 
     Opened lazily on first use.
     """
 
-    def __init__(self, dim: int, path: str | Path, *, search_threads: int = 1) -> None:
+    def __init__(self, dim: int, path: str | Path, *, search_threads: int = 1,
+                 embedder: str | None = None) -> None:
         self.dim = dim
+        self.embedder = embedder
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.meta_path = self.path.with_name(self.path.name + ".meta.json")
         self.search_threads = search_threads
         self.name = f"Qdrant Edge shard at {self.path}"
         self._shard: Any = None
@@ -115,6 +121,7 @@ class EdgeSemanticStore:
                             f"makes {self.dim}: configure the embedder the store was filled "
                             "with, or point memory.data_dir at a new directory and let it "
                             "refill")
+                self._check_embedder(exists=config_file.exists())
                 # the binding refuses a load config without vectors (its stubs allow it)
                 config = qe.EdgeConfig(
                     vectors=qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine),
@@ -141,6 +148,24 @@ class EdgeSemanticStore:
                     "empty store") from exc
             self._shard, self._lock_fd = shard, fd
             return shard
+
+    def _check_embedder(self, *, exists: bool) -> None:
+        """Refuse a shard filled by another embedder; record ours on a new one."""
+        if self.embedder is None:
+            return
+        recorded = None
+        if exists and self.meta_path.exists():
+            with contextlib.suppress(OSError, ValueError):
+                recorded = json.loads(self.meta_path.read_text(encoding="utf-8")).get(
+                    "embedder")
+        if recorded is not None and recorded != self.embedder:
+            raise VectorSizeMismatch(
+                f"{self.name} was filled by the embedder {recorded!r}, but the configured "
+                f"one is {self.embedder!r}: their vectors cannot be compared; configure "
+                f"memory.embedder back, or point memory.data_dir at a new directory")
+        if recorded is None:
+            self.meta_path.write_text(json.dumps({"embedder": self.embedder, "dim": self.dim}),
+                                      encoding="utf-8")
 
     async def _open(self) -> Any:
         if self._shard is not None:

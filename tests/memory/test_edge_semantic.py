@@ -180,3 +180,20 @@ async def test_reads_of_a_store_never_written_create_no_files(tmp_path: Path) ->
     assert await store.delete_user("u1") == 0
     await store.close()
     assert not (tmp_path / "edge").exists()
+
+
+async def test_a_store_filled_by_another_embedder_of_the_same_size_is_refused(
+        tmp_path: Path) -> None:
+    path = tmp_path / "edge"
+    store = EdgeSemanticStore(64, path, embedder="hashing-64")
+    await store.put(items("u1", 1), vectors(items("u1", 1)))
+    await store.close()
+    other = EdgeSemanticStore(64, path, embedder="use-multilingual-v3")
+    with pytest.raises(VectorSizeMismatch, match="filled by the embedder 'hashing-64'"):
+        await other.items("u1")
+    await other.close()
+    same = EdgeSemanticStore(64, path, embedder="hashing-64")
+    try:
+        assert await same.count("u1") == 1
+    finally:
+        await same.close()
