@@ -44,6 +44,7 @@ __all__ = [
     "HermesError",
     "MCPServerError",
     "MemoryStoreError",
+    "MemoryStoreInUse",
     "RecordingError",
     "ReplayFailed",
     "RetryableError",
@@ -190,6 +191,10 @@ class ReplayFailed(HermesError, Generic[_Result]):
 
 class MemoryStoreError(HermesError):
     """A memory tier (working, semantic, experience) failed; the message names the store."""
+
+
+class MemoryStoreInUse(MemoryStoreError):
+    """An embedded memory store is held by another process (the message names its pid)."""
 
 
 class VectorSizeMismatch(MemoryStoreError):

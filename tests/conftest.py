@@ -32,5 +32,8 @@ def make_orchestrator() -> Callable[..., Orchestrator]:
 @pytest.fixture(autouse=True)
 def _memory_data_dir(tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Embedded memory stores (Qdrant local mode, SQLite) go to a temp dir, never ~/.local."""
+    """Embedded memory stores (Qdrant Edge, SQLite) go to a temp dir, never ~/.local; and
+    the configuration's embedder is the hashing one (no model to load: tests stay fast;
+    the tests of USE name it)."""
     monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path_factory.mktemp("hermes-data")))
+    monkeypatch.setenv("HERMES_EMBEDDER", "hashing")

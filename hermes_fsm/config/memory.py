@@ -16,13 +16,17 @@ from hermes_fsm.memory.semantic import SemanticStore
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.tiered import TieredMemory
+from hermes_fsm.memory.use_embedder import USEEmbedder, use_available
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = ["build_embedder", "build_memory"]
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:
-    """The embedder of the configuration."""
+    """The embedder of the configuration (``auto``: USE multilingual when installed, else
+    the hashing embedder). Nothing is loaded here: USE loads on its first embed."""
+    if config.kind == "use" or (config.kind == "auto" and use_available()):
+        return USEEmbedder()
     if config.kind == "minilm":
         from hermes_fsm.memory.onnx_embedder import MiniLMEmbedder
 
@@ -37,12 +41,10 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
 def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     """Three tiers from the configuration: real services where URLs are given, else embedded.
 
-    Embedded means in-process working memory, Qdrant local mode under
-    ``data_dir/qdrant`` and SQLite at ``data_dir/experience.sqlite``.
+    Embedded means in-process working memory, a Qdrant Edge shard under ``data_dir/edge``
+    (or qdrant-client local mode under ``data_dir/qdrant`` when
+    ``embedded_semantic: qdrant_local``) and SQLite at ``data_dir/experience.sqlite``.
     """
-    # qdrant-client takes about a second to import: only a process that builds memory pays it
-    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
-
     config = config or MemoryConfig()
     data_dir = Path(config.data_dir or default_data_dir()).expanduser()
     embedder = build_embedder(config.embedder)
@@ -54,12 +56,19 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         working = InProcessWorkingMemory(ttl_s=config.working_ttl_s)
     semantic: SemanticStore
-    if config.qdrant_url:
-        semantic = QdrantSemanticStore(embedder.dim, url=config.qdrant_url,
-                                       collection=config.qdrant_collection)
+    if config.qdrant_url or config.embedded_semantic == "qdrant_local":
+        # qdrant-client takes about a second to import: only a process that uses it pays it
+        from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+
+        semantic = (QdrantSemanticStore(embedder.dim, url=config.qdrant_url,
+                                        collection=config.qdrant_collection)
+                    if config.qdrant_url else
+                    QdrantSemanticStore(embedder.dim, path=str(data_dir / "qdrant"),
+                                        collection=config.qdrant_collection))
     else:
-        semantic = QdrantSemanticStore(embedder.dim, path=str(data_dir / "qdrant"),
-                                       collection=config.qdrant_collection)
+        from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+
+        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name)
     experience: ExperienceLog
     if config.postgres_url:
         from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
@@ -69,6 +78,7 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
+                          recency_band=config.recall.recency_band,
                           half_life_days={**DEFAULT_HALF_LIFE_DAYS,
                                           **{str(k): v for k, v in
                                              config.recall.half_life_days.items()}})

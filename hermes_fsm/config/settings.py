@@ -43,7 +43,7 @@ from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.engine.budget import ContextConfig
 from hermes_fsm.errors import ConfigError
-from hermes_fsm.memory.settings import MemoryConfig
+from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
 __all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
@@ -209,7 +209,15 @@ def load_config(path: str | Path | None = None,
         config = config.model_copy(update={"graph": Path(graph)})
     services = {"redis_url": "HERMES_REDIS_URL", "postgres_url": "HERMES_POSTGRES_URL",
                 "qdrant_url": "HERMES_QDRANT_URL", "data_dir": "HERMES_DATA_DIR"}
-    memory = {field: env[var] for field, var in services.items() if env.get(var)}
+    memory: dict[str, Any] = {field: env[var] for field, var in services.items()
+                              if env.get(var)}
+    if env.get("HERMES_EMBEDDER"):  # auto, use, hashing, minilm, openai
+        try:
+            memory["embedder"] = config.memory.embedder.model_copy(update={
+                "kind": EmbedderConfig.model_validate({"kind": env["HERMES_EMBEDDER"]}).kind})
+        except ValidationError as exc:
+            raise ConfigError(f"HERMES_EMBEDDER={env['HERMES_EMBEDDER']!r} is not an embedder: "
+                              "use auto, use, hashing, minilm or openai") from exc
     if memory:
         config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
     register_config_secrets(config, env)  # never shown in an error, event or log from now on

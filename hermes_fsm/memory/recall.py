@@ -1,4 +1,17 @@
-"""Recall scoring and formatting: similarity × time decay, a dated background block.
+"""Recall scoring and formatting: calibrated similarity, recency as a bounded tie-break, a
+dated background block.
+
+Raw cosine similarity means different things for different embedders (the hashing
+embedder's unrelated texts sit near 0, USE's near 0.2, e5's in 0.75–0.85), so each
+embedder has a :class:`Calibration`, measured on the bilingual eval (``bench/memory.py
+--calibrate``): ``floor`` maps to 0 (below it nothing is relevant enough to recall) and
+``ceil`` to 1 (a clear match). The threshold is on that normalised relevance, so one
+setting holds for any embedder.
+
+Recency never outweighs relevance: an item's final score is its relevance plus at most
+``recency_band`` (times its time decay, 1.0 when new): a newer item outranks an older
+one only when their relevance is within the band. Superseded and deleted items are
+filtered out before scoring (supersession is a filter, not a weight).
 
 >>> from datetime import UTC, datetime
 >>> t = datetime(2026, 3, 1, tzinfo=UTC)
@@ -20,11 +33,46 @@ from datetime import datetime
 
 from hermes_fsm.memory.items import MemoryItem
 
-__all__ = ["DEFAULT_HALF_LIFE_DAYS", "RecallPolicy", "estimate_tokens", "format_recall"]
+__all__ = ["CALIBRATIONS", "DEFAULT_HALF_LIFE_DAYS", "Calibration", "RecallPolicy",
+           "calibration_for", "estimate_tokens", "format_recall"]
 
 DEFAULT_HALF_LIFE_DAYS: Mapping[str, float] = {
     "preference": 180.0, "fact": 365.0, "progress": 7.0, "correction": 90.0,
 }
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """An embedder's similarity scale: ``floor`` (raw cosine) is relevance 0, ``ceil`` 1.
+
+    >>> Calibration(0.15, 0.65).relevance(0.4)
+    0.5
+    """
+
+    floor: float = 0.0
+    ceil: float = 1.0
+
+    def relevance(self, similarity: float) -> float:
+        """``(similarity - floor) / (ceil - floor)`` (not clipped: order is kept)."""
+        return round((similarity - self.floor) / ((self.ceil - self.floor) or 1.0), 6)
+
+
+#: Measured on tests/data/memory_bilingual.json (2026-12, ``bench/memory.py --calibrate``):
+#: ``floor`` keeps about 98 % of the relevant items' similarities above it (the rest are
+#: queries the embedder cannot match anyway), ``ceil`` is about the 95th percentile of a
+#: relevant item's similarity. Keyed by embedder name (a prefix for ``hashing-<dim>``).
+CALIBRATIONS: Mapping[str, Calibration] = {
+    "hashing": Calibration(floor=0.05, ceil=0.50),
+    "use-multilingual-v3": Calibration(floor=0.12, ceil=0.65),
+    "all-MiniLM-L6-v2-int8": Calibration(floor=0.10, ceil=0.70),
+}
+
+
+def calibration_for(embedder_name: str) -> Calibration:
+    """The calibration of an embedder by name (raw cosine, floor 0, for an unknown one)."""
+    if embedder_name in CALIBRATIONS:
+        return CALIBRATIONS[embedder_name]
+    return CALIBRATIONS.get(embedder_name.split("-", 1)[0], Calibration())
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,19 +81,31 @@ class RecallPolicy:
 
     Attributes:
         k: how many items at most.
-        threshold: the lowest final score (similarity × decay) recalled.
-        half_life_days: per memory type, the age at which an item's weight halves.
+        threshold: the lowest relevance (calibrated similarity, 0 at the embedder's floor)
+            recalled.
+        half_life_days: per memory type, the age at which an item's recency weight halves.
         candidates: how many nearest items to re-rank (at least ``k``).
+        calibration: the embedder's scale (``None``: looked up by the embedder's name).
+        recency_band: the most recency adds to a relevance (a tie-break within the band).
     """
 
     k: int = 5
-    threshold: float = 0.12
+    threshold: float = 0.0
     half_life_days: Mapping[str, float] = field(
         default_factory=lambda: dict(DEFAULT_HALF_LIFE_DAYS))
     candidates: int = 50
+    calibration: Calibration | None = None
+    recency_band: float = 0.05
+
+    def score(self, item: MemoryItem, similarity: float, now: datetime,
+              calibration: Calibration) -> tuple[float, float]:
+        """``(relevance, final score)`` of an item: the final score adds at most
+        ``recency_band`` (times :meth:`decay`) to the relevance."""
+        relevance = (self.calibration or calibration).relevance(similarity)
+        return relevance, relevance + self.recency_band * self.decay(item, now)
 
     def decay(self, item: MemoryItem, now: datetime) -> float:
-        """The weight of an item of this age: ``0.5 ** (age / half_life)`` (1.0 when new)."""
+        """The recency of an item of this age: ``0.5 ** (age / half_life)`` (1.0 when new)."""
         half_life = self.half_life_days.get(item.memory_type)
         if not half_life:
             return 1.0

@@ -6,11 +6,13 @@
       data_dir: ~/.local/share/hermes-fsm   # embedded stores (Qdrant local mode, SQLite)
       redis_url: redis://127.0.0.1:6379/0     # working memory on Redis (else in-process)
       postgres_url: postgresql://postgres@127.0.0.1:5432/test   # experience (else SQLite)
-      qdrant_url: http://127.0.0.1:6333       # semantic on a server (else local mode)
-      embedder: {kind: hashing}               # or minilm, or openai (url, model, dim)
-      recall: {k: 5, threshold: 0.12, half_life_days: {progress: 7}}
+      qdrant_url: http://127.0.0.1:6333       # semantic on a server (else embedded)
+      embedded_semantic: edge                 # Qdrant Edge (default) or qdrant_local (old)
+      embedder: {kind: auto}                  # use, hashing, minilm, openai (url, model)
+      recall: {k: 5, threshold: 0.0, recency_band: 0.05, half_life_days: {progress: 7}}
 
-``HERMES_DATA_DIR``, ``HERMES_REDIS_URL``, ``HERMES_POSTGRES_URL`` and ``HERMES_QDRANT_URL``
+``HERMES_DATA_DIR``, ``HERMES_REDIS_URL``, ``HERMES_POSTGRES_URL``, ``HERMES_QDRANT_URL`` and
+``HERMES_EMBEDDER`` (the kind)
 override the file.
 """
 
@@ -30,9 +32,11 @@ class _Strict(BaseModel):
 
 
 class EmbedderConfig(_Strict):
-    """Which embedder: ``hashing`` (offline default), ``minilm`` (ONNX), ``openai`` (HTTP)."""
+    """Which embedder: ``auto`` (the default: ``use`` when installed, else ``hashing``),
+    ``use`` (USE multilingual v3, offline), ``hashing`` (no model), ``minilm`` (ONNX),
+    ``openai`` (HTTP)."""
 
-    kind: Literal["hashing", "minilm", "openai"] = "hashing"
+    kind: Literal["auto", "use", "hashing", "minilm", "openai"] = "auto"
     dim: int = Field(default=512, ge=8, le=8192, description="hashing: vector size")
     url: str | None = Field(default=None, description="openai: base URL (…/v1)")
     model: str | None = Field(default=None, description="openai: model name")
@@ -43,7 +47,11 @@ class RecallConfig(_Strict):
     """How recall ranks and cuts."""
 
     k: int = Field(default=5, ge=0, le=100)
-    threshold: float = Field(default=0.12, ge=0.0, le=1.0)
+    threshold: float = Field(default=0.0, ge=-1.0, le=1.0, description=(
+        "the lowest relevance recalled: 0 is the embedder's calibrated floor, 1 a clear match"))
+    recency_band: float = Field(default=0.05, ge=0.0, le=1.0, description=(
+        "the most recency adds to a relevance: a newer item outranks an older one only "
+        "when their relevance is within the band"))
     half_life_days: dict[Literal["preference", "fact", "progress", "correction"], float] = {}
 
 
@@ -56,6 +64,9 @@ class MemoryConfig(_Strict):
     postgres_schema: str = "hermes"
     qdrant_url: str | None = None
     qdrant_collection: str = "hermes_memory"
+    embedded_semantic: Literal["edge", "qdrant_local"] = Field(
+        default="edge", description="without qdrant_url: Qdrant Edge under data_dir/edge, or "
+        "qdrant-client local mode under data_dir/qdrant (slow to open; kept for old stores)")
     working_ttl_s: float = Field(default=900.0, gt=0)
     embedder: EmbedderConfig = EmbedderConfig()
     recall: RecallConfig = RecallConfig()

@@ -36,7 +36,7 @@ from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
-from hermes_fsm.memory.recall import RecallPolicy
+from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
@@ -85,6 +85,7 @@ class TieredMemory:
         self.working, self.semantic, self.experience = working, semantic, experience
         self.embedder = embedder
         self.policy = policy or RecallPolicy()
+        self.calibration = calibration_for(embedder.name)  # unless the policy names one
         self.background = background or BackgroundCommits()
         self.window = window
         self._commits: GroupCommit[Commit, list[WriteOutcome]] = GroupCommit(
@@ -96,7 +97,9 @@ class TieredMemory:
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
                      now: datetime | None = None, domain: str | None = None) -> list[MemoryItem]:
-        """Active items of ``user_id`` by similarity × time decay, above the threshold, top k.
+        """Active items of ``user_id`` at or above the threshold of relevance (calibrated
+        similarity), best first by relevance with recency as a bounded tie-break
+        (:mod:`.recall`), top k.
 
         Each item's ``score`` is its final score. ``domain`` keeps items of that domain
         and of none.
@@ -114,8 +117,8 @@ class TieredMemory:
                 continue
             if domain is not None and item.domain not in (None, domain):
                 continue
-            score = (item.score or 0.0) * policy.decay(item, now)
-            if score >= policy.threshold:
+            relevance, score = policy.score(item, item.score or 0.0, now, self.calibration)
+            if relevance >= policy.threshold:
                 scored.append((score, item))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         return [replace(item, score=score) for score, item in scored[:k]]

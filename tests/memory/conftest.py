@@ -24,6 +24,7 @@ from hermes_fsm.memory import (
     InProcessWorkingMemory,
     TieredMemory,
 )
+from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
 from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 
@@ -62,6 +63,8 @@ async def make_working(kind: str) -> Any:
 
 
 async def make_semantic(kind: str, tmp_path: Any, dim: int = DIM) -> Any:
+    if kind == "edge":
+        return EdgeSemanticStore(dim, tmp_path / "edge")
     if kind == "qdrant_memory":
         return QdrantSemanticStore(dim, path=":memory:")
     if kind == "qdrant_local":
@@ -106,7 +109,7 @@ async def working(request: Any) -> AsyncIterator[Any]:
     await dispose(store)
 
 
-@pytest.fixture(params=["in_process", "qdrant_memory", "qdrant_local", "qdrant_server"])
+@pytest.fixture(params=["in_process", "edge", "qdrant_memory", "qdrant_local", "qdrant_server"])
 async def semantic(request: Any, tmp_path: Any) -> AsyncIterator[Any]:
     store = await make_semantic(request.param, tmp_path)
     yield store
@@ -122,7 +125,8 @@ async def experience(request: Any, tmp_path: Any) -> AsyncIterator[Any]:
 
 TIERS = {
     "in_process": ("in_process", "in_process", "sqlite_memory"),
-    "embedded": ("in_process", "qdrant_local", "sqlite_file"),
+    "embedded": ("in_process", "edge", "sqlite_file"),
+    "qdrant_local": ("in_process", "qdrant_local", "sqlite_file"),
     "services": ("redis", "qdrant_memory", "postgres"),
 }
 

@@ -19,7 +19,8 @@ def load_cases() -> list[dict[str, Any]]:
 
 async def evaluate(embedder: Any, k: int = 5) -> dict[str, Any]:
     """recall@k per language and kind; and every superseded value that was recalled."""
-    memory = InProcessMemory(embedder=embedder, policy=RecallPolicy(k=k, threshold=0.0))
+    # no cut (threshold far below any relevance): this eval measures the ranking
+    memory = InProcessMemory(embedder=embedder, policy=RecallPolicy(k=k, threshold=-1e9))
     start = datetime(2026, 1, 1, tzinfo=UTC)
     cases = load_cases()
     seeded: set[str] = set()

@@ -31,3 +31,34 @@ def test_memory_search_without_a_query_is_a_usage_error(capsys):
     code, _ = cli("memory", "search", "--user", "alice")
     assert code == 1
     assert "needs a query" in capsys.readouterr().err
+
+
+def first_found(query: str, user: str) -> str:
+    code, found = cli("memory", "search", query, "--user", user, "-k", "3")
+    assert code == 0, found
+    return found.splitlines()[0]
+
+
+def test_a_chinese_preference_is_found_in_both_languages_and_its_change_acknowledged(
+        monkeypatch):
+    """The issue's CLI check, on the default (USE) embedder and the embedded stores."""
+    monkeypatch.setenv("HERMES_EMBEDDER", "use")
+    code, said = cli("run", "--user", "carol", "我更喜欢用邮件接收通知")
+    assert code == 0 and "你希望通过邮件联系" in said
+    queries = ("联系方式", "通知方式", "how should I be contacted", "email")
+    for query in queries:
+        assert "preference.contact_channel: email" in first_found(query, "carol"), query
+    code, said = cli("run", "--user", "carol", "其实我现在更喜欢用微信接收通知,不要邮件了")
+    assert code == 0 and "已更新" in said and "微信" in said
+    assert "没有理解" not in said
+    for query in queries:
+        assert "preference.contact_channel: wechat" in first_found(query, "carol"), query
+    _, listed = cli("memory", "list", "--all", "--user", "carol")
+    assert "superseded preference.contact_channel: email" in listed
+
+
+def test_an_english_change_of_preference_is_acknowledged_as_a_change():
+    _, said = cli("run", "--user", "dave", "Please contact me by email")
+    assert "I'll remember" in said
+    _, said = cli("run", "--user", "dave", "Actually, contact me by phone instead")
+    assert "updated" in said and "phone" in said

@@ -86,15 +86,21 @@ async def test_recall_never_returns_another_users_items(memory, intruder):
     assert await memory.items(intruder) == []
 
 
-async def test_recall_decays_with_age_by_memory_type(memory):
+async def test_recency_breaks_ties_within_the_band_and_never_outweighs_relevance(memory):
     memory.policy = RecallPolicy(threshold=0.0, half_life_days={"progress": 1.0,
                                                                 "preference": 1000.0})
-    await apply(memory, "u1", "t1", [update("task.a", "deploy the east warehouse", "create",
+    # keys of stop words only: the two items embed alike (equally relevant)
+    await apply(memory, "u1", "t1", [update("a.is", "deploy the east warehouse", "create",
                                             "progress"),
-                                     update("pref.a", "deploy the east warehouse")])
+                                     update("the.is", "deploy the east warehouse")])
     recalled = await memory.recall("u1", "deploy east warehouse", now=NOW + timedelta(days=3))
-    assert [i.key for i in recalled] == ["pref.a", "task.a"]
-    assert recalled[1].score < recalled[0].score / 4
+    assert [i.key for i in recalled] == ["the.is", "a.is"]  # equally relevant: recency
+    assert 0 < recalled[0].score - recalled[1].score <= memory.policy.recency_band
+    # an old, more relevant item stays above a new, less relevant one
+    await memory.apply("u1", "t2", [update("pref.b", "deploy the north depot")],
+                       NOW + timedelta(days=3), session_id="s1", text="")
+    later = await memory.recall("u1", "deploy east warehouse", now=NOW + timedelta(days=3))
+    assert [i.key for i in later][:2] == ["the.is", "a.is"]
 
 
 async def test_recall_drops_items_under_the_threshold_and_keeps_k(memory):
