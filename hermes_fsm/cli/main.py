@@ -60,6 +60,7 @@ from hermes_fsm.errors import ContextOverflow, HermesError
 from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.server.serve import serve as serve_app
+from hermes_fsm.tools.bus.messages import BUS_CONTRACTS
 
 __all__ = ["main"]
 
@@ -257,17 +258,23 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
     registry = build_demo_registry()
+    bus_dir = default_contract_dir().parent / "bus" if args.dir is None else args.dir.parent / "bus"
     if args.action == "export":
         written = export_contracts(graph.contracts, directory, force=args.force)
         written += export_tool_contracts(registry, tools_dir, force=args.force)
+        written += export_contracts(BUS_CONTRACTS, bus_dir, force=args.force)
         for path in written:
             out.write(f"wrote {path}\n")
-        out.write(f"{len(written)} contract file(s) changed, in {directory} and {tools_dir}\n")
+        out.write(f"{len(written)} contract file(s) changed, in {directory}, {tools_dir} "
+                  f"and {bus_dir}\n")
         return 0
     checked = check_contracts(graph.contracts, directory)
     out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
     tools = check_tool_contracts(registry, tools_dir)
     out.write(f"ok: {tools} tool contract(s) in {tools_dir} match their tools\n")
+    if bus_dir.is_dir() or args.dir is None:
+        messages = check_contracts(BUS_CONTRACTS, bus_dir)
+        out.write(f"ok: {messages} bus message schema(s) in {bus_dir} match their models\n")
     return 0
 
 
