@@ -80,3 +80,12 @@ def forks(limit: int) -> dict[str, Any]:
 def probe() -> dict[str, Any]:
     return {"cwd": os.getcwd(), "env": sorted(os.environ), "pid": os.getpid(),
             "home": os.environ.get("HOME"), "files": sorted(p.name for p in Path().iterdir())}
+
+
+@registry.tool(description="Burn CPU.", timeout_s=30.0)
+def spin(seconds: float) -> dict[str, Any]:
+    end = time.process_time() + seconds
+    n = 0
+    while time.process_time() < end:
+        n += 1
+    return {"spun": n}

@@ -5,7 +5,9 @@ It loads the tool registry ``TARGET`` names (``module:attribute``, a
 resource limits it is given in ``HERMES_SANDBOX_LIMITS`` (JSON: ``cpu_s``, ``as_bytes``,
 ``nofile``, ``nproc``, ``uid``, ``gid``), then serves one call at a time: a JSON line
 ``{"tool", "arguments"}`` on stdin, a JSON line ``{"ok": true, "output"}`` or
-``{"ok": false, "code", "message", "retryable"}`` on its stdout. What a tool prints goes
+``{"ok": false, "code", "message", "retryable"}`` on its stdout. The CPU limit is per
+call: before each one the soft ``RLIMIT_CPU`` is set ``cpu_s`` seconds past what the
+child has used. What a tool prints goes
 to stderr (the answers' channel is a private copy of stdout).
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import math
 import os
 import resource
 import sys
@@ -46,15 +49,32 @@ def apply_limits(limits: dict[str, Any]) -> None:
         os.setgid(int(limits["gid"]))
     if limits.get("uid") is not None:
         os.setuid(int(limits["uid"]))
-    _limit(resource.RLIMIT_CPU, limits.get("cpu_s"))
     _limit(resource.RLIMIT_NOFILE, limits.get("nofile"))
     _limit(resource.RLIMIT_NPROC, limits.get("nproc"))
     _limit(resource.RLIMIT_AS, limits.get("as_bytes"))
 
 
-def _answer(registry: Any, loop: asyncio.AbstractEventLoop, line: bytes) -> dict[str, Any]:
+def cpu_budget(seconds: int | None) -> None:
+    """Allow the next call ``seconds`` of CPU time from now (``SIGXCPU`` past it).
+
+    Only the soft limit moves (the hard one stays), so the budget is per call, not the
+    child's lifetime; a process may set its soft limit anywhere up to the hard one.
+    """
+    if seconds is None:
+        return
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    soft = int(math.ceil(usage.ru_utime + usage.ru_stime)) + seconds
+    _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
+    resource.setrlimit(resource.RLIMIT_CPU, (soft, hard))
+
+
+def _answer(registry: Any, loop: asyncio.AbstractEventLoop, line: bytes,
+            cpu_s: int | None) -> dict[str, Any]:
     from hermes_fsm.errors import ToolCallFailed
 
+    cpu_budget(cpu_s)
     try:
         call = json.loads(line)
         tool = registry.find(call["tool"])
@@ -87,11 +107,12 @@ def main(argv: list[str]) -> int:
     registry = load_registry(argv[0])
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # the tool's prints go to stderr, never into the answers
-    apply_limits(json.loads(os.environ.get("HERMES_SANDBOX_LIMITS", "{}")))
+    limits = json.loads(os.environ.get("HERMES_SANDBOX_LIMITS", "{}"))
+    apply_limits(limits)
     loop = asyncio.new_event_loop()
     answers.write(b'{"ready": true}\n')
     for line in sys.stdin.buffer:
-        answer = _answer(registry, loop, line)
+        answer = _answer(registry, loop, line, limits.get("cpu_s"))
         try:
             blob = to_json(answer, serialize_unknown=True)
         except Exception as exc:

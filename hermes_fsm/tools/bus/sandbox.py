@@ -94,6 +94,7 @@ class SandboxPool:
         self._children: set[_Child] = set()
         self.replaced = 0
         self._started = False
+        self._replacing: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         """Start the children (idempotent)."""
@@ -107,7 +108,9 @@ class SandboxPool:
     def _env(self, workdir: str) -> dict[str, str]:
         keep = ("PATH", "LANG", "LC_ALL", "PYTHONPATH", *self.limits.env)
         env = {k: os.environ[k] for k in keep if k in os.environ}
-        paths = [p for p in sys.path if p and os.path.isdir(p)]  # the worker's imports
+        # the worker's imports, and its working directory (where a user's tools live)
+        paths = [os.path.abspath(p or ".") for p in (*sys.path, os.getcwd())]
+        paths = list(dict.fromkeys(p for p in paths if os.path.isdir(p)))
         env["PYTHONPATH"] = os.pathsep.join(paths)
         env["HOME"] = workdir
         env["TMPDIR"] = workdir
@@ -132,7 +135,11 @@ class SandboxPool:
             limit=_READ_LIMIT)
         child = _Child(process, workdir)
         assert process.stdout is not None
-        line = await process.stdout.readline()
+        try:
+            line = await process.stdout.readline()
+        except BaseException:  # cancelled (the pool closes): no child is left behind
+            await self._kill(child)
+            raise
         if not line.startswith(b'{"ready"'):
             await self._kill(child)
             raise RuntimeError(f"a sandbox child for {self.target!r} did not start (exit "
@@ -167,6 +174,11 @@ class SandboxPool:
             except Exception:  # cannot start one now (fork limits, memory): try again
                 await asyncio.sleep(0.5)
 
+    def _replace_later(self, child: _Child) -> None:
+        task = asyncio.get_running_loop().create_task(self._replace(child))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
+
     async def run(self, tool: str, arguments: dict[str, Any], budget_s: float
                   ) -> SandboxOutcome:
         """Run one call in an idle child; killed (and replaced) at ``budget_s``."""
@@ -182,20 +194,20 @@ class SandboxPool:
                 await process.stdin.drain()
                 answer = await process.stdout.readline()
         except TimeoutError:
-            asyncio.get_running_loop().create_task(self._replace(child))
+            self._replace_later(child)
             return SandboxOutcome(False, code="TIMEOUT", retryable=False,
                                   message=f"{tool} did not answer within its budget of "
                                   f"{budget_s:g}s; its process was killed",
                                   duration_ms=(time.perf_counter() - started) * 1000)
         except (ConnectionError, BrokenPipeError, asyncio.CancelledError) as exc:
-            asyncio.get_running_loop().create_task(self._replace(child))
+            self._replace_later(child)
             if isinstance(exc, asyncio.CancelledError):
                 raise
             answer = b""
         elapsed = (time.perf_counter() - started) * 1000
         if not answer:  # the child died under the call
             code = await process.wait()
-            asyncio.get_running_loop().create_task(self._replace(child))
+            self._replace_later(child)
             why = (f"killed by signal {signal.Signals(-code).name}" if code < 0
                    else f"exited with {code}")
             limit = " (its CPU time limit)" if code == -signal.SIGXCPU else ""
@@ -217,6 +229,10 @@ class SandboxPool:
 
     async def aclose(self) -> None:
         """Kill every child (idempotent)."""
+        for task in list(self._replacing):
+            task.cancel()
+        if self._replacing:
+            await asyncio.gather(*self._replacing, return_exceptions=True)
         for child in list(self._children):
             if child.process.stdin is not None:
                 child.process.stdin.close()
@@ -235,6 +251,11 @@ class InlineRunner:
 
     def __init__(self, registry: Any) -> None:
         self.registry = registry
+
+    def _replace_later(self, child: _Child) -> None:
+        task = asyncio.get_running_loop().create_task(self._replace(child))
+        self._replacing.add(task)
+        task.add_done_callback(self._replacing.discard)
 
     async def run(self, tool: str, arguments: dict[str, Any], budget_s: float
                   ) -> SandboxOutcome:
