@@ -63,7 +63,7 @@ def cpu_budget(seconds: int | None) -> None:
     if seconds is None:
         return
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    soft = int(math.ceil(usage.ru_utime + usage.ru_stime)) + seconds
+    soft = math.ceil(usage.ru_utime + usage.ru_stime) + seconds
     _soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
     if hard != resource.RLIM_INFINITY:
         soft = min(soft, hard)

@@ -252,11 +252,6 @@ class InlineRunner:
     def __init__(self, registry: Any) -> None:
         self.registry = registry
 
-    def _replace_later(self, child: _Child) -> None:
-        task = asyncio.get_running_loop().create_task(self._replace(child))
-        self._replacing.add(task)
-        task.add_done_callback(self._replacing.discard)
-
     async def run(self, tool: str, arguments: dict[str, Any], budget_s: float
                   ) -> SandboxOutcome:
         """One call under ``budget_s``."""
