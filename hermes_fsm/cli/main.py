@@ -11,6 +11,8 @@
     hermes-fsm mcp list [--json]                                      # MCP servers and health
     hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
     hermes-fsm sessions archive --idle 30m                            # idle sessions → memory
+    hermes-fsm worker [--group G] [--concurrency N]                   # serve tools off the bus
+    hermes-fsm workers list [--json]                                  # live workers
 
 Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
 embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
@@ -43,6 +45,7 @@ from hermes_fsm.cli.view import (
     render_graph,
     run_view,
 )
+from hermes_fsm.cli.worker import add_worker_parsers, run_worker, run_workers
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, load_config
 from hermes_fsm.config.toolbox import Toolbox
@@ -119,6 +122,7 @@ def _parser() -> argparse.ArgumentParser:
     add_view_parser(sub, common)
     add_memory_parser(sub, common)
     add_sessions_parser(sub, common)
+    add_worker_parsers(sub, common)
     return p
 
 
@@ -151,7 +155,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _configure_logging(config)
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
-                   "serve": _serve, "record": _record, "sessions": _sessions}
+                   "serve": _serve, "record": _record, "sessions": _sessions,
+                   "worker": run_worker, "workers": run_workers}
         return command[args.command](args, config, out)
     except HermesError as exc:
         print(f"hermes-fsm: {redact(str(exc))}", file=sys.stderr)
