@@ -89,3 +89,31 @@ def spin(seconds: float) -> dict[str, Any]:
     while time.process_time() < end:
         n += 1
     return {"spun": n}
+
+
+def _pg_insert(dsn: str, table: str, token: str, seconds: float) -> dict[str, Any]:
+    import psycopg
+
+    if seconds:
+        time.sleep(seconds)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"INSERT INTO {table} (token, pid) VALUES (%s, %s)",
+                     (token, os.getpid()))
+    return {"marked": token}
+
+
+@registry.tool(description="Insert a row per execution (non-idempotent).",
+               side_effects="write", timeout_s=10.0)
+def pg_mark(dsn: str, table: str, token: str, seconds: float = 0.0) -> dict[str, Any]:
+    return _pg_insert(dsn, table, token, seconds)
+
+
+@registry.tool(description="Insert a row per execution; declared idempotent.",
+               side_effects="write", timeout_s=10.0)
+def pg_mark_idem(dsn: str, table: str, token: str, seconds: float = 0.0) -> dict[str, Any]:
+    return _pg_insert(dsn, table, token, seconds)
+
+
+_pg_idem = registry.get("pg_mark_idem")
+assert _pg_idem.contract is not None
+_pg_idem.contract = _pg_idem.contract.model_copy(update={"idempotent": True})

@@ -102,8 +102,22 @@ def _answer(registry: Any, loop: asyncio.AbstractEventLoop, line: bytes,
                 "message": f"{type(exc).__name__}: {exc}"}
 
 
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when the worker that started it dies (a call of a
+    dead worker must not finish unseen after another worker took it over)."""
+    try:
+        import ctypes
+        import signal
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the child ends when its stdin closes
+        pass
+
+
 def main(argv: list[str]) -> int:
     """Serve calls until stdin closes."""
+    die_with_parent()
     registry = load_registry(argv[0])
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)  # the tool's prints go to stderr, never into the answers
