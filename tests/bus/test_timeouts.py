@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import tempfile
-from typing import Any
 from pathlib import Path
+from typing import Any
 
 from hermes_fsm.config import HermesConfig
 from hermes_fsm.config.build import build_orchestrator
