@@ -73,7 +73,8 @@ async def test_a_late_result_is_journalled_and_not_applied():
     assert late.kind == "EXECUTE_RESULT"
     journalled = await fence.effect_begin("bus:sess-late/late-s1-c1/a1", "s", "mark")
     assert journalled is not None and journalled.status == "finished"
-    assert journalled.outcome is not None and journalled.outcome["output_data"] == {"marked": "late"}
+    assert journalled.outcome is not None
+    assert journalled.outcome["output_data"] == {"marked": "late"}
     assert marks.read_text().splitlines() == ["late"]
     assert envelope["success"] is False  # what the turn got stays what it got
 
