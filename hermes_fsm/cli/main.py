@@ -11,6 +11,8 @@
     hermes-fsm mcp list [--json]                                      # MCP servers and health
     hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
     hermes-fsm sessions archive --idle 30m                            # idle sessions → memory
+    hermes-fsm worker [--group G] [--concurrency N]                   # serve tools off the bus
+    hermes-fsm workers list [--json]                                  # live workers
 
 Every command takes ``--config PATH`` (or ``HERMES_CONFIG``); without one, everything runs
 embedded. Errors print one line saying what to do and exit 2 (usage) or 1 (failure).
@@ -44,6 +46,7 @@ from hermes_fsm.cli.view import (
     render_graph,
     run_view,
 )
+from hermes_fsm.cli.worker import add_worker_parsers, run_worker, run_workers
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig, load_config
 from hermes_fsm.config.toolbox import Toolbox
@@ -61,6 +64,7 @@ from hermes_fsm.errors import ContextOverflow, HermesError
 from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 from hermes_fsm.server.serve import serve as serve_app
+from hermes_fsm.tools.bus.messages import BUS_CONTRACTS
 
 __all__ = ["main"]
 
@@ -144,6 +148,7 @@ def _parser() -> argparse.ArgumentParser:
     add_view_parser(sub, common)
     add_memory_parser(sub, common)
     add_sessions_parser(sub, common)
+    add_worker_parsers(sub, common)
     return p
 
 
@@ -176,7 +181,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         _configure_logging(config)
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
-                   "serve": _serve, "record": _record, "sessions": _sessions}
+                   "serve": _serve, "record": _record, "sessions": _sessions,
+                   "worker": run_worker, "workers": run_workers}
         code = command[args.command](args, config, out)
         out.flush()
         return code
@@ -297,17 +303,23 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
     registry = build_demo_registry()
+    bus_dir = default_contract_dir().parent / "bus" if args.dir is None else args.dir.parent / "bus"
     if args.action == "export":
         written = export_contracts(graph.contracts, directory, force=args.force)
         written += export_tool_contracts(registry, tools_dir, force=args.force)
+        written += export_contracts(BUS_CONTRACTS, bus_dir, force=args.force)
         for path in written:
             out.write(f"wrote {path}\n")
-        out.write(f"{len(written)} contract file(s) changed, in {directory} and {tools_dir}\n")
+        out.write(f"{len(written)} contract file(s) changed, in {directory}, {tools_dir} "
+                  f"and {bus_dir}\n")
         return 0
     checked = check_contracts(graph.contracts, directory)
     out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
     tools = check_tool_contracts(registry, tools_dir)
     out.write(f"ok: {tools} tool contract(s) in {tools_dir} match their tools\n")
+    if bus_dir.is_dir() or args.dir is None:
+        messages = check_contracts(BUS_CONTRACTS, bus_dir)
+        out.write(f"ok: {messages} bus message schema(s) in {bus_dir} match their models\n")
     return 0
 
 

@@ -19,6 +19,8 @@ lease       in-process                                      ``sessions:``,
                                                             ``HERMES_REDIS_URL``
 sinks       none (``log.format: off``)                      ``log.format`` (``console``,
                                                             ``json``: structlog)
+tool calls  in this process                                 ``bus:``, ``HERMES_BUS_URL``
+                                                            (:mod:`~hermes_fsm.config.bus`)
 =========== =============================================== ================================
 
 >>> from hermes_fsm.config import HermesConfig
@@ -34,6 +36,7 @@ from typing import Any
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config.bus import attach_bus, load_tool_registry
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
@@ -85,8 +88,10 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     if "tools" not in overrides:
         memory = overrides.get("memory", kwargs.get("memory"))
         # the breaker also reads the experience log: tools failing in any process trip it
-        box = Toolbox.from_config(config, outcomes=getattr(memory, "experience", None),
+        registry = load_tool_registry(config) if config.bus.kind != "none" else None
+        box = Toolbox.from_config(config, registry, outcomes=getattr(memory, "experience", None),
                                   clock=overrides.get("clock"))
+        attach_bus(config, box.registry)  # bus.kind none: nothing changes
         kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
     if config.log.format != "off" and "sinks" not in overrides:
         kwargs["sinks"] = [StructlogSink()]

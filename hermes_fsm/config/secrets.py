@@ -32,7 +32,7 @@ def register_config_secrets(config: Any, environ: Mapping[str, str] | None = Non
     env = os.environ if environ is None else environ
     memory = config.memory
     for url in (memory.redis_url, memory.postgres_url, memory.qdrant_url,
-                config.brain.base_url, memory.embedder.url):
+                config.brain.base_url, memory.embedder.url, config.bus.url):
         register_url(url)
     if config.brain.api_key_env:
         register_secret(env.get(config.brain.api_key_env))

@@ -25,6 +25,7 @@
     sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
+    bus: {kind: redis, url: "redis://127.0.0.1:6379/0", group: default}  # see BusConfig
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -46,8 +47,8 @@ from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
-__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
-           "SessionsConfig", "ToolsConfig", "load_config"]
+__all__ = ["BrainConfig", "BusConfig", "HermesConfig", "LogConfig", "MCPServerConfig",
+           "SandboxConfig", "ServerConfig", "SessionsConfig", "ToolsConfig", "load_config"]
 
 
 class _Strict(BaseModel):
@@ -168,6 +169,42 @@ class SessionsConfig(_Strict):
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
 
 
+class SandboxConfig(_Strict):
+    """Each sandboxed call's limits (see :mod:`hermes_fsm.tools.bus.sandbox`)."""
+
+    cpu_s: int | None = Field(default=30, gt=0)
+    memory_mb: int | None = Field(default=1024, gt=0)
+    open_files: int | None = Field(default=256, gt=0)
+    processes: int | None = Field(default=None, gt=0)  # enforced for a non-root user only
+    user: str | None = None  # run tools as this user (the worker must run as root)
+    env: list[str] = []  # environment variables the tools may see
+
+
+class BusConfig(_Strict):
+    """The execution bus (:mod:`hermes_fsm.tools.bus`): where tool calls run.
+
+    ``kind: none`` (the default) runs tools in the orchestrator's process, as ever;
+    ``inprocess`` runs them in a sandboxed worker inside it; ``redis`` sends them over
+    Redis Streams to ``hermes-fsm worker`` processes. ``HERMES_BUS_URL`` sets ``url`` and
+    ``kind: redis``; without a ``url`` the Redis bus uses ``memory.redis_url``.
+    ``registry`` names the local tools (``module:attribute`` of a ``ToolRegistry`` or a
+    callable returning one) both sides load; ``tools`` the ones that go over the bus
+    (default: all local tools), served by the workers of ``group``.
+    """
+
+    kind: Literal["none", "inprocess", "redis"] = "none"
+    url: str | None = None
+    prefix: str = "hermes"
+    group: str = Field(default="default", pattern=r"^[A-Za-z0-9_.-]+$")
+    registry: str = "hermes_fsm.demo.tools:build_demo_registry"
+    tools: list[str] | None = None
+    visibility_timeout_s: float = Field(default=30.0, gt=0.0)
+    max_deliveries: int = Field(default=3, ge=1)
+    heartbeat_s: float = Field(default=2.0, gt=0.0)
+    concurrency: int = Field(default=4, ge=1)
+    sandbox: SandboxConfig = SandboxConfig()
+
+
 class HermesConfig(_Strict):
     """The whole configuration; every field has an embedded default."""
 
@@ -183,6 +220,7 @@ class HermesConfig(_Strict):
     server: ServerConfig = ServerConfig()
     sessions: SessionsConfig = SessionsConfig()
     context: ContextConfig = ContextConfig()
+    bus: BusConfig = BusConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -220,6 +258,10 @@ def load_config(path: str | Path | None = None,
                               "use auto, use, hashing, minilm or openai") from exc
     if memory:
         config = config.model_copy(update={"memory": config.memory.model_copy(update=memory)})
+    bus_url = env.get("HERMES_BUS_URL")
+    if bus_url:
+        config = config.model_copy(update={"bus": config.bus.model_copy(
+            update={"url": bus_url, "kind": "redis"})})
     register_config_secrets(config, env)  # never shown in an error, event or log from now on
     tokens = env.get("HERMES_SERVER_TOKENS")
     if tokens:

@@ -32,6 +32,7 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pydantic_core import to_json
@@ -47,7 +48,7 @@ from hermes_fsm.events.model import (
 )
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["Emit", "ToolExecutor", "ToolRunner"]
+__all__ = ["CallContext", "Emit", "ToolExecutor", "ToolRunner", "current_call"]
 
 Emit = Callable[..., Any]
 """``emit(EventClass, **fields)``: how the executor reports calls (TurnContext.emit)."""
@@ -60,6 +61,24 @@ class ToolRunner(Protocol):
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
                       emit: Emit, caller: str = ...,
                       journal: Any = None) -> list[dict[str, Any]]: ...
+
+
+
+@dataclass(slots=True)
+class CallContext:
+    """The call a tool function runs for (:data:`current_call`): a tool that forwards the
+    call elsewhere (the execution bus) names it by these; ``attempt`` counts the
+    function's invocations for this call (retries and a fallback included)."""
+
+    call_id: str
+    caller: str
+    session_id: str | None = None
+    attempt: int = 0
+
+
+current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVar(
+    "hermes_current_call", default=None)
+"""The call being made, while the executor makes it (``None`` outside a call)."""
 
 _PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
                               "CIRCUIT_OPEN"})
@@ -131,6 +150,15 @@ class ToolExecutor:
 
     async def _run_one(self, call_id: str, tool_name: str, arguments: dict[str, Any],
                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
+        token = current_call.set(CallContext(call_id, caller,
+                                             getattr(journal, "session_id", None)))
+        try:
+            return await self._run_call(call_id, tool_name, arguments, emit, caller, journal)
+        finally:
+            current_call.reset(token)
+
+    async def _run_call(self, call_id: str, tool_name: str, arguments: dict[str, Any],
+                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
         tool = self.registry.find(tool_name)
         if journal is not None:
             known = await journal.begin(call_id, tool_name)

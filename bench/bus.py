@@ -1,0 +1,192 @@
+#!/usr/bin/env python
+"""The execution bus's cost and scale-out, in one run.
+
+    .venv/bin/python bench/bus.py [--calls 2000] [--burst 1000] [--workers 1,2,4]
+                                  [--fence memory|postgres]
+
+1. Per-call overhead of the Redis bus over the in-process executor, for a no-op tool:
+   the same ``ToolExecutor`` pipeline, the tool run in this process vs sent over Redis
+   Streams to a ``hermes-fsm worker`` process that runs it in a sandboxed child (p50, p99).
+2. Throughput of ``--burst`` concurrent calls of a tool that sleeps 10 ms (blocking), with
+   1, 2 and 4 worker processes (each one call at a time, so the scale-out is the
+   workers'), beside the in-process executor (its thread pool, 16 threads).
+
+Workers are real processes on this machine (2 shared cores here); the effects fence is
+an in-memory store per worker unless ``--fence postgres`` (then every call claims and
+records its key in PostgreSQL, as in production).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+_BENCH = Path(__file__).resolve().parent
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]  # bench/http.py
+if str(_BENCH.parent) not in sys.path:
+    sys.path.insert(1, str(_BENCH.parent))
+
+from hermes_fsm.tools.bus.redis_streams import RedisStreamsBus
+from hermes_fsm.tools.bus.remote import serve_over_bus
+from hermes_fsm.tools.executor import ToolExecutor
+from tests.bus import tools as bench_tools
+
+ROOT = _BENCH.parent
+PG_URL = os.environ.get("HERMES_TEST_POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432/test")
+REDIS_URL = os.environ.get("HERMES_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def _registry():  # a fresh copy of the test tools: serve_over_bus replaces them in place
+    import importlib
+
+    return importlib.reload(bench_tools).registry
+
+
+async def _latencies(executor: ToolExecutor, tool: str, args: dict, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        (envelope,) = await executor.execute([(f"b{i}-s1-c1", tool, args)])
+        out.append((time.perf_counter() - t0) * 1000)
+        assert envelope["success"], envelope
+    return out
+
+
+async def _burst(executor: ToolExecutor, n: int) -> float:
+    t0 = time.perf_counter()
+    results = await asyncio.gather(*(executor.execute([(f"t{i}-s1-c1", "nap",
+                                                        {"seconds": 0.01})])
+                                     for i in range(n)))
+    took = time.perf_counter() - t0
+    failed = [r[0] for r in results if not r[0]["success"]]
+    assert not failed, failed[:3]
+    return n / took
+
+
+class Workers:
+    """Worker processes on one bus prefix."""
+
+    def __init__(self, prefix: str, fence: str, schema: str) -> None:
+        self.dir = Path(tempfile.mkdtemp(prefix="hermes-bench-bus-"))
+        store = (f"memory: {{postgres_url: '{PG_URL}'}}\nsessions: {{store: postgres, "
+                 f"pg_schema: {schema}}}\n" if fence == "postgres"
+                 else "sessions: {store: memory}\n")
+        self.config = self.dir / "hermes.yaml"
+        self.config.write_text(
+            "mcp_servers: {}\nlog: {format: 'off'}\n" + store +
+            f"bus: {{kind: redis, url: '{REDIS_URL}', prefix: '{prefix}', heartbeat_s: 0.5,"
+            " registry: 'tests.bus.tools:registry', concurrency: 1}\n", encoding="utf-8")
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def start(self, n: int) -> list[str]:
+        names = []
+        for _ in range(n):
+            name = f"bench-{uuid.uuid4().hex[:6]}"
+            self.procs.append(subprocess.Popen(
+                [sys.executable, "-m", "hermes_fsm.cli.main", "--config", str(self.config),
+                 "worker", "--id", name, "--concurrency", "1"], cwd=ROOT,
+                stdout=subprocess.DEVNULL))
+            names.append(name)
+        return names
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.procs = []
+
+
+async def _up(bus: RedisStreamsBus, names: list[str]) -> None:
+    for _ in range(600):
+        if set(names) <= {w.worker_id for w in await bus.workers()}:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the workers did not come up; run one by hand to see why")
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    parser.add_argument("--burst", type=int, default=1000)
+    parser.add_argument("--workers", default="1,2,4")
+    parser.add_argument("--fence", choices=["memory", "postgres"], default="memory")
+    args = parser.parse_args()
+    counts = [int(n) for n in args.workers.split(",")]
+    schema = f"hermes_bench_{uuid.uuid4().hex[:8]}"
+    store = None
+    if args.fence == "postgres":
+        from hermes_fsm.store.postgres import PostgresStore
+
+        store = PostgresStore(PG_URL, schema=schema)
+        await store.open()
+
+    local = ToolExecutor(_registry())
+    await _latencies(local, "noop", {}, 200)  # warm
+    base = await _latencies(local, "noop", {}, args.calls)
+
+    prefix = f"hermes-bench-bus:{uuid.uuid4().hex}"
+    bus = RedisStreamsBus(REDIS_URL, prefix=prefix)
+    registry = _registry()
+    serve_over_bus(registry, bus)
+    remote = ToolExecutor(registry)
+    workers = Workers(prefix, args.fence, schema)
+    try:
+        await _up(bus, workers.start(1))
+        await _latencies(remote, "noop", {}, 200)  # warm
+        over = await _latencies(remote, "noop", {}, args.calls)
+        print(f"no-op tool, {args.calls} sequential calls (ms)       p50      p99")
+        print(f"  in-process executor                      {_pct(base, .5):8.3f} "
+              f"{_pct(base, .99):8.3f}")
+        print(f"  Redis bus + worker process + sandbox     {_pct(over, .5):8.3f} "
+              f"{_pct(over, .99):8.3f}")
+        print(f"  added by the bus                         "
+              f"{_pct(over, .5) - _pct(base, .5):8.3f} {_pct(over, .99) - _pct(base, .99):8.3f}"
+              f"   (fence: {args.fence})")
+        print()
+        print(f"{args.burst} concurrent calls of a 10 ms blocking tool       calls/s  vs 1 worker")
+        local_rate = await _burst(local, args.burst)
+        print(f"  in-process executor (16 threads)          {local_rate:8.0f}")
+        running, first = 1, None
+        for n in counts:
+            if n > running:
+                await _up(bus, workers.start(n - running))
+                running = n
+            await _burst(remote, min(100, args.burst))  # warm the new ones
+            rate = await _burst(remote, args.burst)
+            first = first or rate
+            print(f"  {n} worker process(es), 1 call each at once {rate:8.0f}  "
+                  f"{rate / first:5.2f}×")
+    finally:
+        workers.stop()
+        keys = [k async for k in bus.client.scan_iter(match=f"{prefix}:*", count=1000)]
+        if keys:
+            await bus.client.delete(*keys)
+        await bus.aclose()
+        if store is not None:
+            await store.drop_schema()
+            await store.close()
+    print(f"\n(python {sys.version.split()[0]}, {os.cpu_count()} CPUs, fence {args.fence}; "
+          f"median of one run: {statistics.median(over):.3f} ms bus vs "
+          f"{statistics.median(base):.3f} ms in-process)")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,180 @@
+"""The execution bus a configuration asks for (see ``BusConfig``), both sides of it.
+
+- the orchestrator's side, :func:`attach_bus`: the configured local tools of the registry
+  go over the bus (the executor and the engine do not change);
+- the worker's side, :func:`build_worker`: ``hermes-fsm worker`` serving a tool group
+  with a sandbox pool, fenced by the session store's effects journal.
+
+``bus.kind: none`` (the default) builds nothing: tools run in the orchestrator's process
+as they always did.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from hermes_fsm.config.store import build_store
+from hermes_fsm.errors import ConfigError
+from hermes_fsm.tools.bus.child import load_registry
+from hermes_fsm.tools.bus.inprocess import InProcessBus
+from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply
+from hermes_fsm.tools.bus.protocol import Bus
+from hermes_fsm.tools.bus.remote import serve_over_bus
+from hermes_fsm.tools.bus.sandbox import SandboxLimits, SandboxPool
+from hermes_fsm.tools.bus.worker import Worker, specs_of
+from hermes_fsm.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from hermes_fsm.config.settings import HermesConfig
+
+__all__ = ["EmbeddedWorkerBus", "WorkerSetup", "attach_bus", "build_bus", "build_worker",
+           "load_tool_registry", "sandbox_limits"]
+
+
+def load_tool_registry(config: HermesConfig) -> ToolRegistry:
+    """The local tools ``bus.registry`` names (both sides load the same ones).
+
+    Raises:
+        ConfigError: it cannot be imported or is not a tool registry.
+    """
+    target = config.bus.registry
+    try:
+        registry = load_registry(target)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ConfigError(f"bus.registry {target!r} cannot be loaded ({exc}); give "
+                          "'package.module:attribute' of a ToolRegistry (or a function "
+                          "returning one) importable by the orchestrator and the workers"
+                          ) from None
+    if not isinstance(registry, ToolRegistry):
+        raise ConfigError(f"bus.registry {target!r} is a {type(registry).__name__}, not a "
+                          "ToolRegistry (or a function returning one)")
+    return registry
+
+
+def sandbox_limits(config: HermesConfig) -> SandboxLimits:
+    """The sandbox limits of ``bus.sandbox``."""
+    s = config.bus.sandbox
+    return SandboxLimits(cpu_s=s.cpu_s,
+                         as_bytes=s.memory_mb * 1024 * 1024 if s.memory_mb else None,
+                         nofile=s.open_files, nproc=s.processes, user=s.user,
+                         env=tuple(s.env))
+
+
+def build_bus(config: HermesConfig) -> Bus | None:
+    """The transport of ``bus.kind`` (``None`` for ``none``).
+
+    Raises:
+        ConfigError: ``kind: redis`` without a URL (``bus.url``, ``HERMES_BUS_URL`` or
+            ``memory.redis_url``).
+    """
+    b = config.bus
+    if b.kind == "none":
+        return None
+    if b.kind == "inprocess":
+        return EmbeddedWorkerBus(config, visibility_timeout_s=b.visibility_timeout_s,
+                                 max_deliveries=b.max_deliveries)
+    url = b.url or config.memory.redis_url
+    if not url:
+        raise ConfigError("bus.kind is redis but no Redis URL is set; set HERMES_BUS_URL "
+                          "(or bus.url, or memory.redis_url in the config file)")
+    from hermes_fsm.tools.bus.redis_streams import RedisStreamsBus
+
+    return RedisStreamsBus(url, prefix=b.prefix, visibility_timeout_s=b.visibility_timeout_s,
+                           max_deliveries=b.max_deliveries)
+
+
+def attach_bus(config: HermesConfig, registry: ToolRegistry) -> Bus | None:
+    """Send the configured local tools of ``registry`` over the configured bus; returns
+    the bus (``None`` when ``bus.kind`` is ``none``: nothing changes).
+
+    Raises:
+        ConfigError: ``bus.tools`` names a tool the registry lacks.
+    """
+    bus = build_bus(config)
+    if bus is None:
+        return None
+    names = config.bus.tools
+    if names is not None:
+        unknown = sorted(set(names) - set(registry.names()))
+        if unknown:
+            raise ConfigError(f"bus.tools names {', '.join(unknown)}, not in the registry "
+                              f"{config.bus.registry!r}; known: {', '.join(registry.names())}")
+    serve_over_bus(registry, bus, config.bus.group, names)
+    return bus
+
+
+class EmbeddedWorkerBus(InProcessBus):
+    """The in-process bus with its own sandboxed worker, started at the first call
+    (``bus.kind: inprocess``): tools run contained without Redis or a worker process."""
+
+    def __init__(self, config: HermesConfig, **options: Any) -> None:
+        super().__init__(**options)
+        self.config = config
+        self._worker: asyncio.Task[None] | None = None
+        self._stop = asyncio.Event()
+
+    async def call(self, request: ExecuteRequest, group: str) -> Reply:
+        """Start the worker if it is not running, then see :meth:`InProcessBus.call`."""
+        if self._worker is None or self._worker.done():
+            b = self.config.bus
+            registry = load_tool_registry(self.config)
+            pool = SandboxPool(b.registry, size=b.concurrency, limits=sandbox_limits(self.config))
+            worker = Worker(self, b.group, specs_of(registry, b.tools), pool,
+                            concurrency=b.concurrency, heartbeat_s=b.heartbeat_s,
+                            on_event=self.on_event)
+            self._stop = asyncio.Event()
+            self._worker = asyncio.get_running_loop().create_task(worker.run(self._stop))
+        return await super().call(request, group)
+
+    async def aclose(self) -> None:
+        """Stop the worker."""
+        self._stop.set()
+        if self._worker is not None:
+            await asyncio.gather(self._worker, return_exceptions=True)
+
+
+@dataclass(slots=True)
+class WorkerSetup:
+    """A worker with what it runs on: the bus, its sandbox pool and its fence store."""
+
+    worker: Worker
+    bus: Bus
+    pool: SandboxPool
+    fence: Any
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Open the fence, start the pool, serve until ``stop``; then release all."""
+        await self.fence.open()
+        try:
+            await self.pool.start()
+            await self.worker.run(stop)
+        finally:
+            await self.pool.aclose()
+            await self.bus.aclose()
+            await self.fence.close()
+
+
+def build_worker(config: HermesConfig, *, group: str | None = None,
+                 concurrency: int | None = None, worker_id: str | None = None) -> WorkerSetup:
+    """``hermes-fsm worker``: serve ``group`` (default ``bus.group``) with ``concurrency``
+    sandboxed calls at once, fenced by the configured session store's effects journal.
+
+    Raises:
+        ConfigError: no Redis bus is configured, or the registry cannot be loaded.
+    """
+    b = config.bus
+    if b.kind != "redis":
+        raise ConfigError("a worker serves a Redis bus: set HERMES_BUS_URL (or bus: {kind: "
+                          "redis} in the config file) — with bus.kind "
+                          f"{b.kind!r} the orchestrator runs its tools itself")
+    bus = build_bus(config)
+    assert bus is not None
+    registry = load_tool_registry(config)
+    size = concurrency or b.concurrency
+    pool = SandboxPool(b.registry, size=size, limits=sandbox_limits(config))
+    fence = build_store(config)
+    worker = Worker(bus, group or b.group, specs_of(registry, b.tools), pool, fence=fence,
+                    concurrency=size, heartbeat_s=b.heartbeat_s, worker_id=worker_id)
+    return WorkerSetup(worker, bus, pool, fence)

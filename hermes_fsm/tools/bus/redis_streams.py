@@ -1,0 +1,279 @@
+"""The execution bus on Redis Streams.
+
+Keys, under a prefix (``hermes`` by default):
+
+============================== ===================================================
+``<prefix>:req:<group>``        requests of a tool group; workers read it through the
+                                consumer group ``workers`` (``XREADGROUP``, ``XACK``);
+                                trimmed by age (``MINID ~``: an entry older than
+                                ``retention_s`` is past every deadline)
+``<prefix>:rep:<process>``      replies to one orchestrator process (``XREAD``), trimmed
+                                ``MAXLEN ~``, expiring a day after its last use
+``<prefix>:dlq:<group>``        dead letters: malformed requests, requests delivered
+                                ``max_deliveries`` times; ``MAXLEN ~``
+``<prefix>:worker:<id>``        a worker's heartbeat (JSON), expiring with its TTL
+============================== ===================================================
+
+A worker that dies leaves its requests pending; after ``visibility_timeout_s`` another
+worker takes them over (``XAUTOCLAIM``), their delivery count (``XPENDING``) one higher.
+A live worker keeps its running calls from being reclaimed by claiming them again to
+itself (``XCLAIM … JUSTID``, which leaves the count alone).
+
+Connections lost are retried by the loops that use them (the reply reader backs off and
+reconnects; a worker's calls to :meth:`take` raise and its loop retries): nothing needs
+restarting after Redis comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import socket
+import time
+import uuid
+from typing import Any
+
+from hermes_fsm.tools.bus.messages import ExecuteAck, ExecuteRequest, Reply, encode
+from hermes_fsm.tools.bus.protocol import BusEvent, Delivery, ReplyWaiters, WorkerInfo, log_event
+
+__all__ = ["RedisStreamsBus"]
+
+_GROUP = "workers"
+
+
+def _redis() -> Any:
+    try:
+        import redis.asyncio as aioredis
+    except ImportError:  # pragma: no cover - the extra is missing
+        from hermes_fsm.errors import ConfigError
+
+        raise ConfigError("the Redis bus needs the redis extra: pip install 'hermes-fsm[redis]'"
+                          ) from None
+    return aioredis
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class RedisStreamsBus:
+    """A :class:`~hermes_fsm.tools.bus.protocol.Bus` on Redis Streams (see the module docs).
+
+    Args:
+        url: the Redis URL (``redis://host:6379/0``).
+        prefix: the key prefix (one per deployment; tests use one each).
+        visibility_timeout_s: how long a taken request may stay unacked before another
+            worker reclaims it.
+        max_deliveries: deliveries after which a request is dead-lettered.
+        retention_s: requests older than this are trimmed (keep it above every deadline).
+        max_replies, max_dead: approximate lengths the reply and dead-letter streams are
+            trimmed to.
+        on_event: how refused messages, late replies and reconnections are reported.
+        client: a ``redis.asyncio.Redis`` to use instead of one made from ``url``.
+    """
+
+    name = "redis-streams"
+
+    def __init__(self, url: str = "redis://127.0.0.1:6379/0", *, prefix: str = "hermes",
+                 visibility_timeout_s: float = 30.0, max_deliveries: int = 3,
+                 retention_s: float = 3600.0, max_replies: int = 10_000,
+                 max_dead: int = 10_000, on_event: BusEvent = log_event,
+                 client: Any = None) -> None:
+        self.url, self.prefix = url, prefix
+        self.visibility_timeout_s = visibility_timeout_s
+        self.max_deliveries = max_deliveries
+        self.retention_s = retention_s
+        self.max_replies, self.max_dead = max_replies, max_dead
+        self.on_event = on_event
+        self.process_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self.reply_stream = f"{prefix}:rep:{self.process_id}"
+        self.waiters = ReplyWaiters(on_event)
+        self._client = client
+        self._reader: asyncio.Task[None] | None = None
+        self._groups_made: set[str] = set()
+        self._closed = False
+
+    # --- connections -----------------------------------------------------------------------
+
+    @property
+    def client(self) -> Any:
+        """The ``redis.asyncio.Redis`` client (made at first use)."""
+        if self._client is None:
+            self._client = _redis().Redis.from_url(
+                self.url, socket_connect_timeout=2.0, health_check_interval=10,
+                retry_on_timeout=True)
+        return self._client
+
+    def _requests(self, group: str) -> str:
+        return f"{self.prefix}:req:{group}"
+
+    async def _ensure_group(self, group: str) -> None:
+        if group in self._groups_made:
+            return
+        try:
+            await self.client.xgroup_create(self._requests(group), _GROUP, id="0",
+                                            mkstream=True)
+        except Exception as exc:  # BUSYGROUP: it exists (another worker made it)
+            if "BUSYGROUP" not in str(exc):
+                raise
+        self._groups_made.add(group)
+
+    # --- the orchestrator side -------------------------------------------------------------
+
+    async def call(self, request: ExecuteRequest, group: str) -> Reply:
+        """See :meth:`Bus.call`."""
+        self._start_reader()
+        request = request.model_copy(update={"reply_to": self.reply_stream})
+        future = self.waiters.expect(request.request_id)
+        try:
+            await self.send_raw(group, encode(request))
+        except BaseException:
+            self.waiters.forget(request.request_id)
+            raise
+        return await self.waiters.wait(request, future)
+
+    async def send_raw(self, group: str, raw: bytes) -> None:
+        """See :meth:`Bus.send_raw`."""
+        oldest = int((time.time() - self.retention_s) * 1000)
+        await self.client.xadd(self._requests(group), {"m": raw}, minid=f"{oldest}-0",
+                               approximate=True)
+
+    def _start_reader(self) -> None:
+        if self._reader is None or self._reader.done():
+            self._closed = False
+            self._reader = asyncio.get_running_loop().create_task(
+                self._read_replies(), name=f"hermes-bus-replies-{self.process_id}")
+
+    async def _read_replies(self) -> None:
+        last = "0-0"  # the stream is this process's own: everything on it is for us
+        backoff = 0.05
+        expired_at = 0.0
+        while not self._closed:
+            try:
+                if time.monotonic() - expired_at > 600:
+                    await self.client.expire(self.reply_stream, 86_400)
+                    expired_at = time.monotonic()
+                got = await self.client.xread({self.reply_stream: last}, count=256, block=1000)
+                backoff = 0.05
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis away: back off, reconnect, read on from `last`
+                self.on_event("bus.reconnecting", where=self.reply_stream,
+                              error=f"{type(exc).__name__}: {exc}")
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                continue
+            for _stream, entries in got or ():
+                for entry_id, fields in entries:
+                    last = _text(entry_id)
+                    self.waiters.deliver(fields.get(b"m"), self.reply_stream)
+
+    # --- the worker side -------------------------------------------------------------------
+
+    async def take(self, group: str, consumer: str, count: int,
+                   block_s: float) -> list[Delivery]:
+        """See :meth:`Bus.take`."""
+        await self._ensure_group(group)
+        got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
+                                           count=count, block=max(1, int(block_s * 1000)))
+        return [Delivery(_text(entry_id), group, fields.get(b"m"), 1)
+                for _stream, entries in got or () for entry_id, fields in entries]
+
+    async def reclaim(self, group: str, consumer: str, count: int) -> list[Delivery]:
+        """See :meth:`Bus.reclaim`."""
+        await self._ensure_group(group)
+        stream = self._requests(group)
+        result = await self.client.xautoclaim(stream, _GROUP, consumer,
+                                              int(self.visibility_timeout_s * 1000),
+                                              start_id="0-0", count=count)
+        entries, deleted = result[1], (result[2] if len(result) > 2 else [])
+        for entry_id in deleted:  # trimmed while pending: nothing left to serve
+            await self.client.xack(stream, _GROUP, entry_id)
+        taken: list[Delivery] = []
+        for entry_id, fields in entries:
+            if fields is None:
+                continue
+            key = _text(entry_id)
+            rows = await self.client.xpending_range(stream, _GROUP, min=key, max=key, count=1)
+            times = int(rows[0]["times_delivered"]) if rows else 2
+            taken.append(Delivery(key, group, fields.get(b"m"), times))
+        return taken
+
+    async def touch(self, group: str, consumer: str, entry_ids: list[str]) -> None:
+        """See :meth:`Bus.touch`."""
+        if entry_ids:
+            await self.client.xclaim(self._requests(group), _GROUP, consumer, 0, entry_ids,
+                                     justid=True)
+
+    async def ack(self, group: str, entry_id: str) -> None:
+        """See :meth:`Bus.ack`."""
+        await self.client.xack(self._requests(group), _GROUP, entry_id)
+
+    async def reply(self, reply_to: str, message: ExecuteAck | Reply) -> None:
+        """See :meth:`Bus.reply`."""
+        await self.reply_raw(reply_to, encode(message))
+
+    async def reply_raw(self, reply_to: str, raw: bytes) -> None:
+        """See :meth:`Bus.reply_raw`."""
+        if not reply_to.startswith(f"{self.prefix}:rep:"):
+            self.on_event("bus.message_refused", where=reply_to,
+                          reason="a reply stream outside this bus's prefix")
+            return
+        await self.client.xadd(reply_to, {"m": raw}, maxlen=self.max_replies,
+                               approximate=True)
+
+    async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:
+        """See :meth:`Bus.dead_letter`."""
+        await self.client.xadd(f"{self.prefix}:dlq:{group}",
+                               {"m": delivery.raw if delivery.raw is not None else b"",
+                                "reason": reason, "count": delivery.count,
+                                "entry_id": delivery.entry_id},
+                               maxlen=self.max_dead, approximate=True)
+        self.on_event("bus.dead_lettered", group=group, entry_id=delivery.entry_id,
+                      reason=reason)
+
+    async def dead_letters(self, group: str, count: int = 100) -> list[dict[str, Any]]:
+        """See :meth:`Bus.dead_letters`."""
+        rows = await self.client.xrevrange(f"{self.prefix}:dlq:{group}", count=count)
+        return [{"raw": f.get(b"m"), "reason": _text(f.get(b"reason", b"")),
+                 "count": int(f.get(b"count", 0)), "entry_id": _text(f.get(b"entry_id", b""))}
+                for _id, f in reversed(rows)]
+
+    async def heartbeat(self, info: WorkerInfo, ttl_s: float) -> None:
+        """See :meth:`Bus.heartbeat`."""
+        info.last_heartbeat = time.time()
+        await self.client.set(f"{self.prefix}:worker:{info.worker_id}",
+                              json.dumps(info.as_dict()), px=max(1, int(ttl_s * 1000)))
+
+    async def workers(self) -> list[WorkerInfo]:
+        """See :meth:`Bus.workers`."""
+        found: list[WorkerInfo] = []
+        async for key in self.client.scan_iter(match=f"{self.prefix}:worker:*", count=500):
+            raw = await self.client.get(key)
+            if raw is None:
+                continue
+            try:
+                found.append(WorkerInfo(**json.loads(raw)))
+            except (ValueError, TypeError):
+                continue
+        return sorted(found, key=lambda w: w.worker_id)
+
+    async def aclose(self) -> None:
+        """See :meth:`Bus.aclose` (this process's reply stream is deleted)."""
+        self._closed = True
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.cancel()
+            try:
+                await reader
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._client is not None:
+            try:
+                await self._client.delete(self.reply_stream)
+            except Exception:  # Redis away: the stream expires by itself
+                pass
+            await self._client.aclose()
+            self._client = None
+            self._groups_made.clear()
