@@ -33,7 +33,8 @@ def add_worker_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     worker.add_argument("--id", dest="worker_id", help="the worker's name (default: host-pid)")
     workers = sub.add_parser("workers", parents=[common],
                              help="the live workers of the Redis bus")
-    workers.add_argument("action", choices=["list"])
+    workers.add_argument("action", choices=["list"], help="list: each live worker, its tools, "
+                         "in-flight calls and last heartbeat")
     workers.add_argument("--json", action="store_true", help="one JSON document")
 
 
