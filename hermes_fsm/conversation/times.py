@@ -186,6 +186,36 @@ class TimeResolver:
             return self._chinese(text, expression, now)
         return self._english(text, expression, now)
 
+    def reference_day(self, text: str, *, base: datetime | None = None) -> ExactTime:
+        """The day a comparison with ``text`` means: "上个月" / "last month" / "上周" is the
+        same day one month (week, quarter, year) before today — "比上个月涨了吗" compares
+        with the price a month ago — and any other expression its (first) day.
+
+        >>> from datetime import datetime, UTC
+        >>> TimeResolver("UTC").reference_day("上个月", base=datetime(2026, 12, 15,
+        ...                                   tzinfo=UTC)).first_day()
+        '2026-11-15'
+
+        Raises:
+            UnclearTime: as :meth:`resolve`.
+        """
+        expression = text.strip().strip("。,.，!！?？")
+        now = self.now(base)
+        match = _RELATIVE_SPAN.search(expression)
+        if match is not None and len(match[0]) >= len(expression) - 2:
+            step, unit = _step_unit(match)
+            if step == -1:
+                today = now.date()
+                if unit in ("week", "周", "星期"):
+                    day = today - timedelta(weeks=1)
+                else:
+                    months = {"month": 1, "月": 1, "quarter": 3, "季度": 3}.get(unit, 12)
+                    day = _add_months(today.replace(day=1), -months)
+                    day = day.replace(day=min(today.day, _month_days(day)))
+                return self._days(text, day, day)
+        found = self.resolve(text, base=base)
+        return self._days(text, found.start.date(), found.start.date())
+
     # --- calendar spans ---------------------------------------------------------------
 
     def _span(self, expression: str, now: datetime) -> ExactTime | None:
@@ -203,10 +233,7 @@ class TimeResolver:
         match = _RELATIVE_SPAN.search(expression)
         if match is None or len(match[0]) < len(expression) - 2:  # "下周一" is a day
             return None
-        word = (match["en"] or match["zh"]).lower()
-        unit = (match["unit"] or match["zunit"]).lower()
-        step = -1 if word in ("last", "previous", "上", "上个", "去") else \
-            1 if word in ("next", "下", "下个", "明") else 0
+        step, unit = _step_unit(match)
         today = now.date()
         if unit in ("week", "周", "星期"):
             first = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
@@ -290,6 +317,19 @@ class TimeResolver:
     def _instant(self, text: str, local: datetime) -> ExactTime:
         moment = local.replace(second=0, microsecond=0, tzinfo=self.zone)
         return ExactTime(text, moment, moment, "minute")
+
+
+def _step_unit(match: re.Match[str]) -> tuple[int, str]:
+    """(-1 last, 0 this, 1 next; the unit) of a relative span."""
+    word = (match["en"] or match["zh"]).lower()
+    unit = (match["unit"] or match["zunit"]).lower()
+    step = -1 if word in ("last", "previous", "上", "上个", "去") else \
+        1 if word in ("next", "下", "下个", "明") else 0
+    return step, unit
+
+
+def _month_days(first: date) -> int:
+    return (_add_months(first.replace(day=1), 1) - timedelta(days=1)).day
 
 
 def _add_months(day: date, months: int) -> date:

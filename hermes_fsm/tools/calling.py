@@ -3,7 +3,8 @@
 The executor sets :func:`current_caller` around every call (sync tools in worker threads
 and MCP calls see it too: the context is copied). A tool whose answer depends on the user
 (their orders, their calendar, their reminders) reads it here instead of taking a user
-argument a model could fill in.
+argument a model could fill in; an MCP server gets it in the call's ``_meta``
+(:data:`CALLER_META`).
 
 >>> current_caller() is None
 True
@@ -18,7 +19,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
-__all__ = ["calling_as", "current_caller"]
+__all__ = ["CALLER_META", "calling_as", "current_caller"]
+
+CALLER_META = "hermes-fsm/user"
+"""The ``_meta`` key of an MCP ``tools/call`` that names the caller (set by the client,
+from the engine: a server serving per-user data reads the user there, not in arguments)."""
 
 _CALLER: ContextVar[str | None] = ContextVar("hermes_fsm_tool_caller", default=None)
 
