@@ -14,7 +14,7 @@ its text kept as ``<slot>_unclear``: the answer asks for the time instead of gue
 >>> params = {"due": "later"}
 >>> exact_times(TimeResolver("UTC"), {"due": "instant"}, params, None)
 >>> sorted(params)
-['due_unclear']
+['due_unclear', 'time_problem']
 """
 
 from __future__ import annotations
