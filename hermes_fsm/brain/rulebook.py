@@ -26,6 +26,7 @@ __all__ = ["Answers", "IntentRule", "MemoryRule", "PlannedCall", "RuleBook", "Te
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SPACES = re.compile(r"\s+")
 _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
 _REF = re.compile(r"^\{(\w+)(\?)?\}$")
 
@@ -38,8 +39,9 @@ _BUILTIN_NORMALIZERS: dict[str, Callable[[str], str]] = {"upper": str.upper, "lo
 
 
 def _canonical(names: Mapping[str, str], value: str) -> str:
-    """The key ``names`` gives ``value`` (case-insensitively); else ``value`` lower-cased."""
-    return names.get(value.strip().lower(), value.lower())
+    """The key ``names`` gives ``value`` (ignoring case and spaces: "iPhone15 Pro" is
+    "iphone 15 pro"); else ``value`` lower-cased."""
+    return names.get(_SPACES.sub("", value.lower()), value.lower())
 
 
 def detect_language(text: str) -> str:
@@ -248,7 +250,8 @@ class RuleBook(_Rules):
         named in the table becomes its canonical key; any other value is lower-cased)."""
         found = dict(_BUILTIN_NORMALIZERS)
         for table_name, table in self.aliases.items():
-            names = {n.strip().lower(): key for key, ns in table.items() for n in (key, *ns)}
+            names = {_SPACES.sub("", n.lower()): key for key, ns in table.items()
+                     for n in (key, *ns)}
             found[table_name] = partial(_canonical, names)
         return found
 

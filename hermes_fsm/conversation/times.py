@@ -139,7 +139,8 @@ _EN_TIME_OF_DAY = re.compile(
     r"\b(?:hours?|minutes?)\s+(?:from now|later)\b|\btonight\b|\bnow\b")
 _BARE_HOUR = re.compile(r"(?i)\b(at|by)\s+(\d{1,2})\b(?!\s*(?::|am|pm|a\.m|p\.m|o'clock))")
 _ZH_TIME_OF_DAY = re.compile(r"[点時时:：]|分钟|小时|钟头")
-_ZH_UNCLEAR = re.compile(r"^(?:早上|上午|中午|下午|晚上|傍晚|凌晨|以后|之后|稍后|回头|改天|有空)$")
+_ZH_UNCLEAR = re.compile(
+    r"^(?:早上|上午|中午|下午|晚上|傍晚|凌晨|以后|之后|稍后|晚点|待会儿?|回头|改天|有空)$")
 
 
 class TimeResolver:
