@@ -2,7 +2,7 @@
 tools, the demo MCP server over stdio), a fixed clock and ``timezone: Asia/Shanghai``.
 
 Each test runs the dialogue live and checks the exact tool calls and the facts of each
-answer; its recording is committed under ``tests/recordings/seed_*.jsonl`` and replayed
+answer; its recording is committed under ``tests/recordings/seeds/`` and replayed
 against today's contracts and graph (``HERMES_WRITE_RECORDINGS=1`` writes them anew).
 What needs the conversation layer (follow-ups, corrections, a pending task resumed, an
 approval) is marked ``xfail(strict=True)`` with what is missing.
@@ -26,7 +26,7 @@ from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.replay import Replayer
 from hermes_fsm.sources import FixedClock, SequentialIds
 
-RECORDINGS = Path(__file__).parent / "recordings"
+RECORDINGS = Path(__file__).parent / "recordings" / "seeds"
 BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai, Tuesday 2026-12-01
 NEEDS_CONVERSATION = "needs the conversation layer (h13core): "
 
