@@ -126,7 +126,7 @@ def local_zone() -> tzinfo:
 
 _CJK = re.compile(r"[\u3400-\u9fff]")
 _DIGITS = {"一": 1, "二": 2, "三": 3, "四": 4, "1": 1, "2": 2, "3": 3, "4": 4}
-_QUARTER = re.compile(r"(?i)\b(?:q|quarter\s*)([1-4])\b|第?([一二三四1-4])季度|"
+_QUARTER = re.compile(r"(?i)(?<![a-z0-9])(?:q|quarter\s*)([1-4])(?![0-9])|第?([一二三四1-4])季度|"
                       r"\b(first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter\b")
 _ORDINAL = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3,
             "fourth": 4, "4th": 4}
