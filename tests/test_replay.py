@@ -180,7 +180,7 @@ def test_cli_replay_rerun_of_a_directory_fails_on_the_divergent_one(tmp_path):
     assert code == 1
     assert "divergent_graph.jsonl" in out and "diverged" in out
     data = json.loads(report.read_text())
-    assert data["ok"] is False and data["recordings"] == 5
+    assert data["ok"] is False and data["recordings"] == len(list(GOLDEN.rglob("*.jsonl")))
     bad = {Path(r["source"]).name for r in data["results"] if not r["ok"]}
     assert bad == {"divergent_graph.jsonl", "drift_intent.jsonl"}
 

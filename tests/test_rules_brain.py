@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +26,11 @@ from hermes_fsm.contracts.states import (
 )
 from hermes_fsm.demo.tools import build_demo_registry, inventory_data, warehouse_code
 from hermes_fsm.errors import BrainError, ConfigError, ToolError
+from hermes_fsm.sources import FixedClock
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-BRAIN = RulesBrain()
+BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai: "tomorrow" is 2026-12-02
+BRAIN = RulesBrain(timezone="Asia/Shanghai", clock=FixedClock(BASE))
 ZH_STOCK = "SKU A1001 在华东仓还有多少库存?"
 EN_STOCK = "How many A1001 are left in the east warehouse?"
 
@@ -160,13 +163,18 @@ async def test_intent_normalises_the_warehouse_with_the_demo_codes(text: str,
 async def test_english_reminder_request_gives_text_and_due() -> None:
     intent = await intent_of("remind me to call Bob tomorrow at 9")
     assert intent.intent_type == "create_reminder" and intent.needs_tools
-    assert intent.parameters == {"text": "call Bob", "due": "tomorrow at 9", "lang": "en"}
+    assert intent.parameters == {  # the due time is exact: ISO 8601 with the zone's offset
+        "text": "call Bob", "due": "2026-12-02T09:00:00+08:00", "due_text": "tomorrow at 9",
+        "due_date": "2026-12-02", "due_start": "2026-12-02", "due_end": "2026-12-02",
+        "lang": "en"}
 
 
 async def test_chinese_reminder_request_gives_text_and_due() -> None:
     intent = await intent_of("提醒我明天九点给张三打电话")
     assert intent.intent_type == "create_reminder"
-    assert intent.parameters == {"text": "给张三打电话", "due": "明天九点", "lang": "zh"}
+    assert intent.parameters["text"] == "给张三打电话"
+    assert intent.parameters["due"] == "2026-12-02T09:00:00+08:00"
+    assert intent.parameters["due_text"] == "明天九点"
 
 
 @pytest.mark.parametrize("text", ["what are my reminders", "我的提醒", "show all reminders",
@@ -321,9 +329,9 @@ async def test_out_of_stock_answer_still_says_the_number() -> None:
 async def test_reminders_are_created_then_listed_in_the_users_language() -> None:
     registry = build_demo_registry()
     created = (await turn("remind me to call Bob tomorrow at 9", registry))["response"]
-    assert created.text == "Done: reminder r1 is set to call Bob, tomorrow at 9."
+    assert created.text == "Done: reminder r1 is set to call Bob, due 2026-12-02T09:00:00+08:00."
     listed = (await turn("我的提醒", registry))["response"]
-    assert listed.text == "你有 1 条提醒:call Bob(tomorrow at 9)。"
+    assert listed.text == "你有 1 条提醒:call Bob(2026-12-02T09:00:00+08:00)。"
 
 
 async def test_failed_tool_gets_an_honest_answer_with_the_reason() -> None:

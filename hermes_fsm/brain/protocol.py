@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
@@ -169,6 +170,8 @@ class BrainRequest:
         history: recent messages of the session, oldest first (``role``, ``content``):
             the sliding window, already cut to its token budget (:mod:`hermes_fsm.engine.context`).
         summary: the rolling summary of the messages older than ``history`` ("" when none).
+        now: when the turn started (aware): the base of relative times ("tomorrow");
+            ``None``: the brain reads its own clock.
         attempt: 1 on the first try; higher on retries.
         repair: on a retry, why the previous attempt was refused (:class:`Repair`: the
             reason, and for a violation the contract and its validation errors).
@@ -189,6 +192,7 @@ class BrainRequest:
     repair: Repair | None = None
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     summary: str = ""
+    now: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,19 +21,27 @@ from pydantic import BaseModel, ConfigDict, Field, PlainValidator, ValidationErr
 from hermes_fsm._internal.yaml_lines import YamlProblem, line_at, load_yaml_file, load_yaml_text
 from hermes_fsm.errors import ConfigError
 
-__all__ = ["Answers", "IntentRule", "MemoryRule", "PlannedCall", "RuleBook", "Text", "Variant",
-           "capture_group", "detect_language"]
+__all__ = ["Answers", "IntentRule", "MemoryRule", "PlannedCall", "RuleBook", "Text", "TimeKind",
+           "Variant", "capture_group", "detect_language"]
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+_SPACES = re.compile(r"\s+")
 _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
 _REF = re.compile(r"^\{(\w+)(\?)?\}$")
+
+TimeKind = Literal["instant", "day", "range", "reference_day"]
+"""How an intent's time slot is made exact (:mod:`hermes_fsm.conversation.times`):
+``instant`` an ISO date-time with offset, ``day`` an ISO date, ``range`` first and last
+day (``<slot>_start``, ``<slot>_end``), ``reference_day`` the day a comparison means
+("上个月": the same day a month back)."""
 _BUILTIN_NORMALIZERS: dict[str, Callable[[str], str]] = {"upper": str.upper, "lower": str.lower}
 
 
 def _canonical(names: Mapping[str, str], value: str) -> str:
-    """The key ``names`` gives ``value`` (case-insensitively); else ``value`` lower-cased."""
-    return names.get(value.strip().lower(), value.lower())
+    """The key ``names`` gives ``value`` (ignoring case and spaces: "iPhone15 Pro" is
+    "iphone 15 pro"); else ``value`` lower-cased."""
+    return names.get(_SPACES.sub("", value.lower()), value.lower())
 
 
 def detect_language(text: str) -> str:
@@ -101,6 +109,7 @@ class IntentRule(_Rules):
     extract: list[_Regex] = []
     normalize: dict[str, str] = {}
     parameters: dict[str, Any] = {}
+    times: dict[str, TimeKind] = {}
 
     @model_validator(mode="after")
     def _check(self) -> IntentRule:
@@ -108,6 +117,10 @@ class IntentRule(_Rules):
             raise ValueError("each extract regex needs a named group, e.g. (?P<sku>...)")
         if unknown := set(self.normalize) - {g for p in self.extract for g in p.groupindex}:
             raise ValueError(f"normalize names {sorted(unknown)}, which no extract regex fills")
+        filled = {g for p in self.extract for g in p.groupindex} | set(self.parameters)
+        if unknown := set(self.times) - filled:
+            raise ValueError(f"times names {sorted(unknown)}, which no extract regex or "
+                             "parameter fills")
         return self
 
     def matches(self, low: str) -> bool:
@@ -150,6 +163,7 @@ class PlannedCall(_Rules):
     tool: str = Field(min_length=1)
     arguments: dict[str, Any] = {}
     reasoning: str = Field(min_length=1)
+    requires: list[str] = []  # slots that must be there for the call, though no argument
 
     @model_validator(mode="after")
     def _check(self) -> PlannedCall:
@@ -170,7 +184,10 @@ class PlannedCall(_Rules):
         return [slot for slot, optional in self.refs.values() if not optional]
 
     def arguments_for(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The arguments filled from ``params``; ``None`` when a required slot is missing."""
+        """The arguments filled from ``params``; ``None`` when a required slot is missing
+        (or a slot of ``requires``)."""
+        if any(slot not in params for slot in self.requires):
+            return None
         args, refs = {}, self.refs
         for arg, value in self.arguments.items():
             if arg not in refs:
@@ -233,7 +250,8 @@ class RuleBook(_Rules):
         named in the table becomes its canonical key; any other value is lower-cased)."""
         found = dict(_BUILTIN_NORMALIZERS)
         for table_name, table in self.aliases.items():
-            names = {n.strip().lower(): key for key, ns in table.items() for n in (key, *ns)}
+            names = {_SPACES.sub("", n.lower()): key for key, ns in table.items()
+                     for n in (key, *ns)}
             found[table_name] = partial(_canonical, names)
         return found
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from functools import lru_cache
+from datetime import tzinfo
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,11 +31,15 @@ from hermes_fsm.brain.rulebook import (
     MemoryRule,
     PlannedCall,
     RuleBook,
+    TimeKind,
     capture_group,
     detect_language,
 )
+from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
+from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
+from hermes_fsm.sources import Clock
 
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
 
@@ -60,8 +65,10 @@ class RulesBrain:
 
     name = "rules"
 
-    def __init__(self, rules: RuleBook | None = None) -> None:
+    def __init__(self, rules: RuleBook | None = None, *, timezone: str | tzinfo | None = None,
+                 clock: Clock | None = None) -> None:
         self.rules = rules if rules is not None else RuleBook.default()
+        self.times = TimeResolver(timezone, clock)  # base time: the request's, else the clock's
         self._handlers: dict[str, Callable[[BrainRequest], dict[str, Any]]] = {
             "intent": self._intent, "plan": self._plan,
             "response": self._response, "memory_commit": self._memory_commit,
@@ -70,9 +77,10 @@ class RulesBrain:
         self._memories = _cached(self._find_memories)
 
     @classmethod
-    def from_file(cls, path: str | Path) -> RulesBrain:
+    def from_file(cls, path: str | Path, *, timezone: str | tzinfo | None = None,
+                  clock: Clock | None = None) -> RulesBrain:
         """A brain with the rules of a YAML file (raises ConfigError when it is malformed)."""
-        return cls(RuleBook.from_file(path))
+        return cls(RuleBook.from_file(path), timezone=timezone, clock=clock)
 
     async def decide(self, request: BrainRequest) -> Any:
         """The raw output (a dict) for ``request``, dispatched on its contract name.
@@ -97,8 +105,21 @@ class RulesBrain:
 
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         name, params, confidence, needs_tools = self._classify(request.text)
-        return {"intent_type": name, "parameters": dict(params), "confidence": confidence,
+        params = dict(params)
+        kinds = self._time_slots.get(name)
+        if kinds and any(slot in params for slot in kinds):
+            exact_times(self.times, kinds, params, request.now)
+        return {"intent_type": name, "parameters": params, "confidence": confidence,
                 "needs_tools": needs_tools}
+
+    @cached_property
+    def _time_slots(self) -> dict[str, dict[str, TimeKind]]:
+        """Intent name → its time slots (merged over the rules of that name)."""
+        found: dict[str, dict[str, TimeKind]] = {}
+        for rule in self.rules.intents:
+            if rule.times:
+                found.setdefault(rule.name, {}).update(rule.times)
+        return found
 
     def _classify_text(self, text: str) -> tuple[str, dict[str, Any], float, bool]:
         low, lang = text.lower(), detect_language(text)
@@ -176,7 +197,8 @@ class RulesBrain:
                 params["memory"] = getattr(self.rules.separator, lang).join(memory)
             return say(answers.replies.get(name, ()), lang, params)
         planned = self.rules.plans.get(name, [])
-        if missing := [s for p in planned for s in p.required if s not in params]:
+        if missing := [s for p in planned if all(r in params for r in p.requires)
+                       for s in p.required if s not in params]:
             asked = say(answers.ask.get(name, ()), lang, {**params, "missing": ", ".join(missing)})
             if asked:
                 return asked

@@ -25,8 +25,8 @@ tool calls  in this process                                 ``bus:``, ``HERMES_B
 
 >>> from hermes_fsm.config import HermesConfig
 >>> orchestrator = build_orchestrator(HermesConfig(mcp_servers={}, sessions={"store": "memory"}))
->>> type(orchestrator.services.brain).__name__, orchestrator.services.tools.names()
-('RulesBrain', ['create_reminder', 'inventory_lookup', 'list_reminders'])
+>>> type(orchestrator.services.brain).__name__, orchestrator.services.tools.names()[:3]
+('RulesBrain', ['contact_lookup', 'create_reminder', 'inventory_lookup'])
 """
 
 from __future__ import annotations
@@ -58,8 +58,8 @@ def build_brain(config: HermesConfig) -> Brain:
     if config.brain.kind == "openai":
         return OpenAIBrain.from_config(config.brain)
     if config.brain.rules_file is not None:
-        return RulesBrain.from_file(config.brain.rules_file)
-    return RulesBrain()
+        return RulesBrain.from_file(config.brain.rules_file, timezone=config.timezone)
+    return RulesBrain(timezone=config.timezone)
 
 
 def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:

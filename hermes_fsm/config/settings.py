@@ -7,6 +7,7 @@
       kind: rules                     # the offline rules brain
       rules_file: my_rules.yaml       # optional: your own rules (default: the bundled ones)
     busy_policy: refuse               # or queue
+    timezone: Asia/Shanghai           # exact times use its offset (default: the machine's zone)
     history_window: 20                # messages kept per session
     log: {format: console, level: info}
     mcp_servers:                      # default: the bundled demo server over stdio; {} for none
@@ -37,6 +38,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -106,7 +108,7 @@ def _demo_mcp_servers() -> dict[str, MCPServerConfig]:
     # only the tool the demo turn uses (its contract is pinned in contracts/tools): the
     # server's test tools (count_slowly, server_pid) stay out of the default catalog
     return {"demo": MCPServerConfig(transport="stdio", command="python", args=[str(script)],
-                                    enabled_tools=["calendar_query"])}
+                                    enabled_tools=["calendar_query", "calendar_events"])}
 
 
 class ExperienceBreakerConfig(_Strict):
@@ -211,6 +213,7 @@ class HermesConfig(_Strict):
     graph: Path | None = None
     brain: BrainConfig = BrainConfig()
     busy_policy: Literal["refuse", "queue"] = "refuse"
+    timezone: str | None = None  # IANA name; None: the machine's local zone (HERMES_TIMEZONE)
     history_window: int = Field(default=20, ge=1, le=10_000)
     log: LogConfig = LogConfig()
     mcp_servers: dict[str, MCPServerConfig] = Field(default_factory=_demo_mcp_servers)
@@ -222,6 +225,17 @@ class HermesConfig(_Strict):
     context: ContextConfig = ContextConfig()
     bus: BusConfig = BusConfig()
     source: str = Field(default="embedded defaults", exclude=True)
+
+    @model_validator(mode="after")
+    def _known_timezone(self) -> HermesConfig:
+        if self.timezone is not None:
+            try:
+                ZoneInfo(self.timezone)
+            except (ZoneInfoNotFoundError, ValueError):
+                raise ValueError(f"timezone {self.timezone!r} is not a known IANA zone; use a "
+                                 "name like 'Asia/Shanghai' or 'UTC', or leave it out for the "
+                                 "machine's local zone") from None
+        return self
 
 
 def load_config(path: str | Path | None = None,
@@ -239,6 +253,14 @@ def load_config(path: str | Path | None = None,
         config = HermesConfig()
     else:
         config = _from_file(Path(path))
+    zone = env.get("HERMES_TIMEZONE")
+    if zone:
+        try:
+            ZoneInfo(zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ConfigError(f"HERMES_TIMEZONE={zone!r} is not a known IANA zone; use a name "
+                              "like 'Asia/Shanghai' or 'UTC', or unset it") from None
+        config = config.model_copy(update={"timezone": zone})
     graph = env.get("HERMES_GRAPH")
     if graph:
         if not Path(graph).is_file():

@@ -2,8 +2,9 @@
 
 >>> from hermes_fsm.config.settings import HermesConfig
 >>> box = Toolbox.from_config(HermesConfig(mcp_servers={}))
->>> box.registry.names()
-['create_reminder', 'inventory_lookup', 'list_reminders']
+>>> box.registry.names()  # doctest: +NORMALIZE_WHITESPACE
+['contact_lookup', 'create_reminder', 'inventory_lookup', 'list_reminders', 'order_status',
+ 'price_lookup', 'sales_report', 'send_email', 'store_stock']
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
 from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.memory.settings import default_data_dir
 from hermes_fsm.sources import Clock
 from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
 from hermes_fsm.tools.executor import ToolExecutor
@@ -46,8 +48,10 @@ class Toolbox:
         Raises:
             ContractError: a pinned tool contract is malformed.
         """
-        if registry is None:
-            registry = build_demo_registry()
+        if registry is None:  # "today" and the due times in the configured timezone
+            registry = build_demo_registry(
+                clock=clock, timezone=config.timezone,
+                data_dir=config.memory.data_dir or default_data_dir())
         perms = config.permissions
         registry.permissions = Permissions(
             {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},
@@ -69,4 +73,10 @@ class Toolbox:
             pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
         executor = ToolExecutor(registry, max_result_chars=config.tools.max_result_chars,
                                 **executor_options)
-        return cls(registry, executor, MCPServers(config.mcp_servers, registry, pinned))
+        servers = dict(config.mcp_servers)
+        demo = servers.get("demo")
+        if demo is not None and config.timezone and "HERMES_TIMEZONE" not in demo.env:
+            # the bundled calendar counts its days in the configured zone too
+            servers["demo"] = demo.model_copy(
+                update={"env": {**demo.env, "HERMES_TIMEZONE": config.timezone}})
+        return cls(registry, executor, MCPServers(servers, registry, pinned))

@@ -10,6 +10,7 @@ A contract says everything the executor and a model need to know about a tool::
     timeout_s: 5
     retry: {max_attempts: 3, backoff_s: 0.1, multiplier: 2, max_backoff_s: 2, jitter: 0.2}
     permissions: []                 # roles or grants the caller needs (all of them)
+    approval: false                 # optional: true = the user approves each call first
     errors:                         # the codes the tool may fail with
       NOT_FOUND: {retryable: false, description: no such SKU}
     on_output_violation: fail       # fail | log_only | {fallback: other_tool}
@@ -104,6 +105,7 @@ class ToolContract(_Strict):
     timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     retry: RetryPolicy = RetryPolicy()
     permissions: tuple[str, ...] = ()
+    approval: bool = False  # the user must approve a plan with this call before it runs
     errors: dict[str, ErrorCode] = {}
     on_output_violation: Literal["fail", "log_only"] | Fallback = "fail"
     input_schema: dict[str, Any]
@@ -160,6 +162,8 @@ class ToolContract(_Strict):
         """The contract as the plain mapping written to YAML (stable field order)."""
         doc = self.model_dump(mode="json", exclude_none=True)
         doc["retry"] = self.retry.model_dump()
+        if not self.approval:  # the default, left out: older contract files stay as written
+            del doc["approval"]
         return doc
 
 

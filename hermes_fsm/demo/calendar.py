@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["CALENDAR", "CALENDAR_QUERY", "calendar_query", "serve"]
+__all__ = ["CALENDAR", "CALENDAR_EVENTS", "CALENDAR_QUERY", "calendar_events", "calendar_query",
+           "serve"]
 
 CALENDAR: tuple[dict[str, str], ...] = (
     {"date": "2026-12-03", "title": "Restock A1001 (Wireless mouse)", "warehouse": "east"},
@@ -34,6 +35,62 @@ CALENDAR_QUERY = (
     "Find calendar events (restocks, stocktakes, reviews) whose title contains `query`, e.g. "
     "a SKU like 'A1001' for its next restock. Give `warehouse` (east, north, south, west) to "
     "keep only that warehouse's events. Earliest first, at most `limit`.")
+
+
+CALENDAR_EVENTS = (
+    "The user's own calendar (meetings, calls) and the shared events on a day: `date` is an "
+    "ISO date (2026-12-02), never a word like 'tomorrow'. Each event has its start and end "
+    "time (HH:MM, local) and its title in Chinese (`title`) and English (`title_en`).")
+
+_USER_META = "hermes-fsm/user"  # hermes_fsm.tools.calling.CALLER_META (stdlib only here)
+
+
+def _today() -> str:
+    """Today in ``HERMES_TIMEZONE`` (default: local), or ``HERMES_DEMO_TODAY`` when set."""
+    fixed = os.environ.get("HERMES_DEMO_TODAY")
+    if fixed:
+        return fixed
+    from datetime import datetime
+
+    zone = os.environ.get("HERMES_TIMEZONE")
+    if zone:
+        from zoneinfo import ZoneInfo
+
+        return datetime.now(ZoneInfo(zone)).date().isoformat()
+    return datetime.now().date().isoformat()
+
+
+def _user_calendars() -> dict[str, Any]:
+    """The per-user calendars of the retail dataset (``data/retail.yaml``, read per call:
+    PyYAML is imported only when a calendar is asked for, so the handshake stays fast)."""
+    import yaml
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
+                        "retail.yaml")
+    with open(path, encoding="utf-8") as data:
+        doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+    return dict(doc["calendar"])
+
+
+def calendar_events(date: str, user: str | None, today: str | None = None) -> dict[str, Any]:
+    """The events of ``user`` (and the shared ones) on ``date`` (see :data:`CALENDAR_EVENTS`).
+
+    >>> [e["start"] for e in calendar_events("2026-12-02", "alice", today="2026-12-01")["events"]]
+    ['09:00', '14:00']
+    >>> calendar_events("2026-12-02", "bob", today="2026-12-01")["events"][0]["title_en"]
+    '1:1'
+    """
+    from datetime import date as Date
+    from datetime import timedelta
+
+    day = Date.fromisoformat(date)  # raises ValueError: an invalid-params answer
+    base = Date.fromisoformat(today or _today())
+    calendars = _user_calendars()
+    mine = [*(calendars.get(user, ()) if user else ()), *calendars.get("shared", ())]
+    events = [{"start": e["start"], "end": e["end"], "title": e["title"],
+               "title_en": e["title_en"]}
+              for e in mine if base + timedelta(days=int(e["day"])) == day]
+    return {"date": date, "events": sorted(events, key=lambda e: e["start"])}
 
 
 def calendar_query(query: str, warehouse: str | None = None, limit: int = 3) -> dict[str, Any]:
@@ -57,6 +114,17 @@ _TOOLS: list[dict[str, Any]] = [
      "outputSchema": {"type": "object", "properties": {
          "query": _STRING, "events": {"type": "array", "items": _EVENT}},
          "required": ["query", "events"]},
+     "annotations": {"readOnlyHint": True}},
+    {"name": "calendar_events", "description": CALENDAR_EVENTS,
+     "inputSchema": {"type": "object", "properties": {
+         "date": {"type": "string", "format": "date"}}, "required": ["date"],
+         "additionalProperties": False},
+     "outputSchema": {"type": "object", "properties": {
+         "date": _STRING, "events": {"type": "array", "items": {
+             "type": "object", "properties": {"start": _STRING, "end": _STRING,
+                                              "title": _STRING, "title_en": _STRING},
+             "required": ["start", "end", "title", "title_en"]}}},
+         "required": ["date", "events"]},
      "annotations": {"readOnlyHint": True}},
     {"name": "count_slowly", "description": "Count to `steps`, reporting progress.",
      "inputSchema": {"type": "object", "properties": {
@@ -114,6 +182,9 @@ class _Server:
             output: Any = calendar_query(**args)
             if os.environ.get("HERMES_DEMO_CALENDAR_LIES"):  # for tests: a tool that lies
                 output["events"] = [{"date": e["date"]} for e in output["events"]]
+        elif name == "calendar_events":
+            user = (params.get("_meta") or {}).get(_USER_META)
+            output = calendar_events(str(args["date"]), user)
         elif name == "count_slowly":
             token = (params.get("_meta") or {}).get("progressToken")
             steps = int(args["steps"])

@@ -46,6 +46,7 @@ from hermes_fsm.events.model import (
     ToolCallRetried,
     ToolCallStarted,
 )
+from hermes_fsm.tools.calling import calling_as
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["CallContext", "Emit", "ToolExecutor", "ToolRunner", "current_call"]
@@ -138,6 +139,11 @@ class ToolExecutor:
         retryable}``.
         """
         await self.registry.breaker.refresh()  # tools tripped in other processes
+        with calling_as(caller):  # tools learn the user from the engine, never the model
+            return await self._execute(calls, emit, caller, journal)
+
+    async def _execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit,
+                       caller: str, journal: Any) -> list[dict[str, Any]]:
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
         try:  # structured: a call that raises cancels its siblings, awaited before it goes on

@@ -33,6 +33,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, create_model
 
 from hermes_fsm.brain.protocol import ToolDescription
+from hermes_fsm.contracts.formats import FAST_FORMATS, FORMAT_CHECKER
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.tools import ErrorCode, Fallback, ToolContract, load_tool_contract
 from hermes_fsm.errors import ToolError
@@ -95,7 +96,8 @@ class Tool:
             self.timeout_s, self.side_effects = c.timeout_s, c.side_effects
         self.blocking = self.pass_kwargs and not self.inline and not _is_async(self.fn)
         jsonschema.Draft202012Validator.check_schema(self.input_schema)
-        self._validator = jsonschema.Draft202012Validator(self.input_schema)
+        self._validator = jsonschema.Draft202012Validator(
+            self.input_schema, format_checker=FORMAT_CHECKER)
         self._fast_check = _compiled(self.input_schema)
         self._output_check = (_output_checker(self.contract.output_schema)
                               if self.check_output else None)
@@ -163,7 +165,7 @@ def _output_checker(schema: dict[str, Any] | None) -> Callable[[Any], str | None
             schema.get("type") == "object" and schema.get("additionalProperties", True) is True:
         return lambda out: None if isinstance(out, dict) else (
             f"output does not match the output schema: {type(out).__name__} is not an object")
-    validator = jsonschema.Draft202012Validator(schema)
+    validator = jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
     fast = _compiled(schema)
 
     def check(output: Any) -> str | None:
@@ -200,7 +202,7 @@ def _compiled(schema: Mapping[str, Any]) -> Any:
     if any(f'"{word}' in text for word in _NEWER_KEYWORDS):
         return None
     try:
-        return fastjsonschema.compile(dict(schema))
+        return fastjsonschema.compile(dict(schema), formats=FAST_FORMATS)
     except Exception:  # an unusual schema: the interpreting validator still handles it
         return None
 

@@ -36,6 +36,7 @@ from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.schema_diff import diff_schemas
 from hermes_fsm.contracts.tools import ToolContract
 from hermes_fsm.errors import MCPServerError, ToolCallFailed
+from hermes_fsm.tools.calling import CALLER_META, current_caller
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
@@ -413,8 +414,10 @@ class MCPConnection:
             if not await self.wait_ready(timeout_s):
                 raise MCPServerError(self.availability() or f"MCP server {self.name!r} is down")
             client = self._client
-        request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=tool, arguments=arguments))
+        caller = current_caller()  # the engine's user, for servers that serve per user
+        request = types.CallToolRequest(params=types.CallToolRequestParams(
+            name=tool, arguments=arguments,
+            _meta={CALLER_META: caller} if caller is not None else None))
         try:
             try:
                 result = await self._send(client, request, timeout_s, progress)

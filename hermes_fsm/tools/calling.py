@@ -1,0 +1,43 @@
+"""Who a tool call is made for: the caller's user id, from the engine, never the model.
+
+The executor sets :func:`current_caller` around every call (sync tools in worker threads
+and MCP calls see it too: the context is copied). A tool whose answer depends on the user
+(their orders, their calendar, their reminders) reads it here instead of taking a user
+argument a model could fill in; an MCP server gets it in the call's ``_meta``
+(:data:`CALLER_META`).
+
+>>> current_caller() is None
+True
+>>> with calling_as("alice"):
+...     current_caller()
+'alice'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+__all__ = ["CALLER_META", "calling_as", "current_caller"]
+
+CALLER_META = "hermes-fsm/user"
+"""The ``_meta`` key of an MCP ``tools/call`` that names the caller (set by the client,
+from the engine: a server serving per-user data reads the user there, not in arguments)."""
+
+_CALLER: ContextVar[str | None] = ContextVar("hermes_fsm_tool_caller", default=None)
+
+
+def current_caller() -> str | None:
+    """The user id the current tool call is made for (``None`` outside a call)."""
+    return _CALLER.get()
+
+
+@contextmanager
+def calling_as(user_id: str) -> Iterator[None]:
+    """Run the block as a call made for ``user_id``."""
+    token = _CALLER.set(user_id)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
