@@ -47,6 +47,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         attempt=turn.attempt,
         repair=turn.repair,
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
+        conversation=turn.session.conversation,
     )
     context = turn.services.context
     built: dict[str, Any] | None = None
