@@ -116,11 +116,11 @@ def session_turns(user: str, session: str, turns: int, per_turn: int) -> list[Tu
     for t in range(turns):
         turn = f"{session}-t{t}"
         updates = [MemoryUpdate(key=f"fact.{session}.{t}.{u}", update_type="create",
-                                value=text(t + u), evidence="user_message")
+                                value=text(t + u), evidence_source="user_message")
                    for u in range(per_turn - 1)]
         updates.append(MemoryUpdate(key=f"preference.{session}", value=text(t),
                                     update_type="modify" if t else "create",
-                                    evidence="user_message"))
+                                    evidence_source="user_message"))
         call = Experience(entry_id=f"{turn}:c1", kind="tool_call", user_id=user,
                           session_id=session, turn_id=turn, at=NOW, tool="inventory_lookup",
                           request=text(t), arguments={"sku": f"A{t}"}, duration_ms=3.0)

@@ -31,7 +31,7 @@ BAD_OUTPUT = {
                                  "reasoning_trace": "wrong type"}]},
     "RESPONSE": {"text": "342 left", "evidence": ["fact-that-does-not-exist"]},
     "MEMORY_COMMIT": {"memory_updates": [{"key": "k", "update_type": "upsert",
-                                          "evidence": "user_message"}]},
+                                          "evidence_source": "user_message"}]},
 }
 GOOD_OUTPUT: dict[str, Any] = {
     "INTENT": INTENT_TOOLS,
@@ -120,7 +120,7 @@ async def test_the_violation_event_carries_the_raw_output_and_pydantic_errors(
     brain = brain_for("INTENT", [BAD_OUTPUT["INTENT"], INTENT_TOOLS])
     result = await make_orchestrator(brain=brain).run_turn("s1", "How many A1001?")
     (violation,) = kinds(result, "contract_violation")
-    assert violation.contract == "intent@1.0.0"
+    assert violation.contract == "intent@2.0.0"
     assert violation.raw == BAD_OUTPUT["INTENT"]
     assert violation.errors[0]["loc"] == ["confidence"]
     assert violation.errors[0]["type"] == "less_than_equal"
@@ -357,7 +357,7 @@ async def test_an_empty_message_is_a_usage_error(make_orchestrator, text):
 async def test_memory_updates_are_applied_and_reported(make_orchestrator):
     commit = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
                                   "value": "email", "memory_type": "preference",
-                                  "evidence": "user_message"}]}
+                                  "evidence_source": "user_message"}]}
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[commit]))
     orchestrator = make_orchestrator(brain=brain)
     result = await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
@@ -370,7 +370,7 @@ async def test_memory_updates_are_applied_and_reported(make_orchestrator):
 
 async def test_the_brain_sees_recalled_memory_and_history(make_orchestrator):
     commit = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                                  "value": "email", "evidence": "user_message"}]}
+                                  "value": "email", "evidence_source": "user_message"}]}
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT], memory_commit=[commit]))
     orchestrator = make_orchestrator(brain=brain)
     await orchestrator.run_turn("s1", "I prefer email", user_id="u1")
@@ -408,7 +408,7 @@ async def test_every_event_a_turn_emits_validates_against_its_model(make_orchest
     from hermes_fsm.events.model import EVENT_ADAPTER
 
     commit = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                                  "value": "email", "evidence": "user_message"}]}
+                                  "value": "email", "evidence_source": "user_message"}]}
     graph = graph_with({"INTENT": {"timeout_s": 0.02},
                         "RESULT": {"handler": "tests.test_engine.crashing_report"}})
     brain = ScriptedBrain(happy_script(

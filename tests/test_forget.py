@@ -23,7 +23,7 @@ from tests.support import INTENT_CHAT, graph_with, happy_script
 
 SECRET = "my account number is 4242-ALICE"
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                              "value": "email", "evidence": "user_message"}]}
+                              "value": "email", "evidence_source": "user_message"}]}
 
 
 def brain() -> ScriptedBrain:
@@ -137,7 +137,7 @@ async def test_memory_forget_alone_cancels_her_pending_background_retry():
 
 async def test_a_commit_queued_before_forget_is_dropped_and_a_later_one_is_kept():
     memory = InProcessMemory()
-    update = MemoryUpdate(key="k", update_type="create", value="v", evidence="user_message")
+    update = MemoryUpdate(key="k", update_type="create", value="v", evidence_source="user_message")
     gate = asyncio.Event()
     real_write = memory.semantic.write
 

@@ -18,7 +18,7 @@ from tests.store.conftest import dispose_store, make_store
 from tests.support import INTENT_CHAT, graph_with, happy_script
 
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                              "value": "email", "evidence": "user_message"}]}
+                              "value": "email", "evidence_source": "user_message"}]}
 
 
 class GatedMemory(InProcessMemory):

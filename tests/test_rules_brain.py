@@ -294,10 +294,12 @@ async def test_repair_drops_an_invalid_optional_argument_and_keeps_the_call() ->
         ("inventory_lookup", {"sku": "A1001"})]
 
 
-async def test_repair_drops_a_call_whose_required_argument_is_refused() -> None:
+async def test_a_required_argument_that_fails_its_pattern_is_a_missing_slot_not_a_call() -> None:
     registry = stock_tool({"pattern": "^B"}, {"type": "string"})
-    plan = await plan_for(EN_STOCK, registry, repair=await refused_plan(registry))
+    plan = await plan_for(EN_STOCK, registry)
     assert plan.tool_calls == []
+    assert [(m.tool, m.slot, m.reason, m.value) for m in plan.missing_slots] == [
+        ("inventory_lookup", "sku", "invalid", "A1001")]
 
 
 async def test_repair_reads_the_refused_call_from_the_error_location() -> None:
@@ -451,7 +453,7 @@ async def test_memory_commit_records_what_the_user_stated(text: str, key: str, v
     commit = MemoryCommit.validate_output(await decide("memory_commit", text))
     [update] = commit.memory_updates  # type: ignore[attr-defined]
     assert (update.key, update.value, update.memory_type) == (key, value, memory_type)
-    assert (update.update_type, update.evidence) == ("create", "user_message")
+    assert (update.update_type, update.evidence_source) == ("create", "user_message")
 
 
 async def test_memory_commit_is_empty_when_nothing_was_stated() -> None:

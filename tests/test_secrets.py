@@ -31,7 +31,7 @@ from tests.http_support import served
 from tests.memory.conftest import PG_URL, REDIS_URL, need
 
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                              "value": "email", "evidence": "user_message"}]}
+                              "value": "email", "evidence_source": "user_message"}]}
 ANSWER = {"text": "I could not read that, sorry.", "evidence": []}
 REPO = Path(__file__).resolve().parent.parent
 KEY_ENV = "HERMES_SECRETS_TEST_API_KEY"

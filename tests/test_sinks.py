@@ -27,7 +27,7 @@ from hermes_fsm.testing import HANG, ScriptedBrain, capture_events
 from tests.support import INTENT_TOOLS, PLAN_EMPTY, PLAN_LOOKUP, graph_with, happy_script
 
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                              "value": "email", "evidence": "user_message"}]}
+                              "value": "email", "evidence_source": "user_message"}]}
 
 
 class DataRecorder:

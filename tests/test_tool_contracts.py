@@ -178,3 +178,54 @@ def test_a_pin_naming_no_local_tool_and_no_mcp_tool_fails_the_check(tmp_path: Pa
     write(tmp_path, GOOD)
     with pytest.raises(ContractCheckFailed, match="no local tool named 'wipe'"):
         check_tool_contracts(registry, tmp_path)
+
+
+APPROVAL = """\
+name: send_email
+version: 1.0.0
+description: Send an e-mail on the user's behalf.
+side_effects: write
+approval: true
+input_schema:
+  type: object
+  properties:
+    to: {type: string, pattern: '^[^@]+@[^@]+$', examples: [li@example.com]}
+  required: [to]
+slots:
+  to: {entity: Contact, ask: '发给谁?', ask_en: 'Who should it go to?'}
+"""
+
+
+def test_approval_and_slots_load_and_round_trip(tmp_path: Path) -> None:
+    contract = load_tool_contract(write(tmp_path, APPROVAL, "send_email.yaml"))
+    assert contract.approval is True
+    assert contract.slots["to"].entity == "Contact"
+    assert contract.slots["to"].ask_en == "Who should it go to?"
+    again = load_tool_contract(write(tmp_path, dump_tool_contract(contract), "send_email.yaml"))
+    assert again == contract
+
+
+def test_a_contract_without_approval_dumps_as_before() -> None:
+    contract = ToolContract(name="t", version="1.0.0", description="d",
+                            input_schema={"type": "object"})
+    assert contract.approval is False and contract.slots == {}
+    assert "approval" not in dump_tool_contract(contract)
+    assert "slots" not in dump_tool_contract(contract)
+
+
+def test_a_slot_that_is_no_input_is_refused_with_its_line(tmp_path: Path) -> None:
+    text = APPROVAL.replace("  to: {entity", "  cc: {entity")
+    with pytest.raises(ContractError, match=r"send_email.yaml:\d+: .*'cc' is not an input"):
+        load_tool_contract(write(tmp_path, text, "send_email.yaml"))
+
+
+def test_the_decorator_marks_a_tool_as_needing_approval() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool(side_effects="write", approval=True)
+    def wipe(confirm: bool) -> dict[str, int]:
+        """Delete everything."""
+        return {"deleted": 0}
+
+    contract = registry.get("wipe").contract
+    assert contract is not None and contract.approval is True

@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.contracts.base import Contract
+from hermes_fsm.conversation.graph import Conversation
 
 __all__ = [
     "Brain",
@@ -177,6 +178,9 @@ class BrainRequest:
             reason, and for a violation the contract and its validation errors).
         on_token: when set, a brain that streams may call it with each piece of answer
             text as it arrives (the default handler turns them into ``TokenChunk`` events).
+        conversation: the session's conversation graph and pending tasks
+            (:class:`~hermes_fsm.conversation.graph.Conversation`; ``None`` before the
+            first turn or with the graph off): read it, never change it.
     """
 
     state: str
@@ -193,6 +197,7 @@ class BrainRequest:
     on_token: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
     summary: str = ""
     now: datetime | None = None
+    conversation: Conversation | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

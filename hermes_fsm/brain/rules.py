@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import jsonschema
 
+from hermes_fsm.brain import followups
 from hermes_fsm.brain.protocol import BrainRequest, Repair, SummaryRequest, ToolDescription
 from hermes_fsm.brain.rulebook import (
     MemoryRule,
@@ -37,6 +38,7 @@ from hermes_fsm.brain.rulebook import (
 )
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
+from hermes_fsm.conversation.slots import slot_problems
 from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
 from hermes_fsm.sources import Clock
@@ -104,7 +106,11 @@ class RulesBrain:
                                   request.counter)
 
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
-        name, params, confidence, needs_tools = self._classify(request.text)
+        classified = self._classify(request.text)
+        resolved = followups.resolve(self.rules, request.text, request.conversation, classified)
+        if resolved is not None:  # a follow-up, a correction, a reference (brain/followups.py)
+            return resolved
+        name, params, confidence, needs_tools = classified
         params = dict(params)
         kinds = self._time_slots.get(name)
         if kinds and any(slot in params for slot in kinds):
@@ -144,17 +150,31 @@ class RulesBrain:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
         calls: list[tuple[PlannedCall, dict[str, Any]]] = []
+        missing: list[dict[str, Any]] = []
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             tool = tools.get(planned.tool)
-            args = planned.arguments_for(params) if tool is not None else None
-            if tool is not None and args is not None and all(
-                    r in args for r in tool.input_schema.get("required", ())):
-                calls.append((planned, args))
+            if tool is None:
+                continue
+            args = planned.arguments_for(params)
+            if args is None:  # a required slot is missing: ask for it (CLARIFY), never guess
+                missing += [{"tool": planned.tool, "slot": arg, "reason": "missing"}
+                            for arg, (slot, optional) in planned.refs.items()
+                            if not optional and slot not in params]
+                continue
+            required = tool.input_schema.get("required", ())
+            problems = [p for p in slot_problems(tool.input_schema, args) if p.slot in required]
+            if problems:  # a required value that fails the tool contract's format: ask
+                missing += [{"tool": planned.tool, "slot": p.slot, "reason": p.reason,
+                             "value": p.value} for p in problems]
+                continue
+            calls.append((planned, args))
         if request.repair is not None:
             calls = _repair(calls, request.repair, tools)
+        cited = _cited_nodes(request)
         return {"tool_calls": [
-            {"tool_name": p.tool, "arguments": a, "reasoning_trace": p.reasoning.format_map(params)}
-            for p, a in calls]}
+            {"tool_name": p.tool, "arguments": a, "cites": cited,
+             "reasoning_trace": p.reasoning.format_map(params) + _citing(cited)}
+            for p, a in calls], "missing_slots": missing if not calls else []}
 
     def _response(self, request: BrainRequest) -> dict[str, Any]:
         outputs, rules, answers = request.outputs, self.rules, self.rules.answers
@@ -179,7 +199,9 @@ class RulesBrain:
             failures = [{"message": str(v).rstrip(". 。")} for v in violations]
         parts += [rules.say(answers.failure, lang, f) for f in failures]
         if not parts:
-            parts = [self._answer_without_facts(request, intent, params, lang)]
+            parts = [followups.conversation_reply(_get(intent, "intent_type", ""), params, lang)
+                     or self._answer_without_facts(request, intent, params, lang)]
+        parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang))
         if request.repair is not None and any(e.loc[:1] == ("evidence",)
                                               for e in request.repair.errors):
             evidence = []  # the citations were refused: answer without them
@@ -232,8 +254,22 @@ class RulesBrain:
             updates.setdefault(key, {
                 "key": key, "update_type": "create", "value": value,
                 "memory_type": rule.memory_type, "confidence": rule.confidence,
-                "evidence": "user_message"})
+                "evidence_source": "user_message"})
         return {"memory_updates": list(updates.values())}
+
+
+def _cited_nodes(request: BrainRequest) -> list[str]:
+    """The entity nodes this turn's intent refers to (the reasoning trace cites them)."""
+    conv = request.conversation
+    last = conv.last_intent() if conv is not None else None
+    if last is None:
+        return []
+    return [n for n in last.params.values() if n in conv.entities  # type: ignore[union-attr]
+            and conv.entities[n].active]  # type: ignore[union-attr]
+
+
+def _citing(cited: list[str]) -> str:
+    return f" (graph: {', '.join(cited)})" if cited else ""
 
 
 def _repair(calls: list[tuple[PlannedCall, dict[str, Any]]], repair: Repair,

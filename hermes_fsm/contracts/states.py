@@ -13,6 +13,7 @@ Their JSON Schemas are exported to ``contracts/states/`` (``hermes-fsm contracts
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -22,11 +23,15 @@ from hermes_fsm.contracts.base import Contract
 
 __all__ = [
     "STATE_CONTRACTS",
+    "ApprovalRequest",
+    "Clarification",
+    "EntityRef",
     "ExecutionResults",
     "Fact",
     "Intent",
     "MemoryCommit",
     "MemoryUpdate",
+    "MissingSlot",
     "Plan",
     "Response",
     "ResultReport",
@@ -37,6 +42,10 @@ __all__ = [
 ]
 
 
+_NODE_ID = re.compile(r"\b(?:ent|int)_\d+(?:_v\d+)?\b")
+"""A conversation graph node id cited in a reasoning trace."""
+
+
 class ToolCatalog(Protocol):
     """What the Plan contract asks of the tool layer while validating."""
 
@@ -44,11 +53,55 @@ class ToolCatalog(Protocol):
         """``None`` when the call is acceptable, else what is wrong with it."""
 
 
+def _conversation(info: ValidationInfo) -> Any:
+    """The conversation graph the engine passed (``None``: references are not checked)."""
+    return (info.context or {}).get("conversation", _UNCHECKED)
+
+
+_UNCHECKED = object()
+
+
+def _node_problems(conv: Any, ids: list[str], *, deprecated_ok: bool = False) -> list[str]:
+    """Why each id cannot be referenced: it names no node of the graph, or a deprecated one."""
+    problems = []
+    entities = getattr(conv, "entities", {})
+    intents = getattr(conv, "intents", {})
+    for node_id in ids:
+        node = entities.get(node_id)
+        if node is None and node_id not in intents:
+            problems.append(f"{node_id!r} names no node of the conversation graph")
+        elif node is not None and node.deprecated_at is not None and not deprecated_ok:
+            problems.append(f"{node_id!r} is deprecated (corrected at {node.deprecated_at}); "
+                            "cite its current version")
+    return problems
+
+
+class EntityRef(Contract):
+    """An entity an intent's slot takes: a node of the conversation graph (``node_id``),
+    or a new one proposed by its ``type`` and ``value`` (and ``canonical``, the value tools
+    take); ``replaces`` names the node a correction deprecates."""
+
+    contract_name = "entity_ref"
+    contract_version = "1.0.0"
+
+    slot: str = Field(min_length=1, description="The intent parameter it fills.")
+    type: str = Field(min_length=1, description="Product, Warehouse, Location, Time, ...")
+    value: str = Field(min_length=1, description="As the user said it.")
+    canonical: str | None = Field(default=None, description="The exact value tools take.")
+    node_id: str | None = Field(default=None, description="An existing node it refers to.")
+    replaces: str | None = Field(default=None, description="The node a correction replaces.")
+
+
 class Intent(Contract):
-    """What the user wants: a classified intent, its parameters, and how sure the brain is."""
+    """What the user wants: a classified intent, its parameters, and how sure the brain is.
+
+    ``entities`` reference the conversation graph's nodes (or propose new ones); a
+    referenced ``node_id`` must exist and be active, a ``replaces`` must exist. ``task`` is
+    the pending task this message answers, ``decision`` an answer to a pending approval.
+    """
 
     contract_name = "intent"
-    contract_version = "1.0.0"
+    contract_version = "2.0.0"
 
     intent_type: str = Field(min_length=1, description="Intent label, e.g. 'inventory_query'.")
     parameters: dict[str, Any] = Field(description="Slots extracted from the message.")
@@ -56,26 +109,78 @@ class Intent(Contract):
     needs_tools: bool = Field(
         default=True, description="False when the answer needs no tool (small talk, thanks)."
     )
+    entities: list[EntityRef] = Field(
+        default_factory=list, description="The slots' entities: graph node ids or new ones.")
+    task: str | None = Field(default=None, description="The pending task this answers.")
+    decision: Literal["approve", "cancel"] | None = Field(
+        default=None, description="The answer to a pending approval (or a cancellation).")
+
+    @model_validator(mode="after")
+    def _references_exist(self, info: ValidationInfo) -> Intent:
+        conv = _conversation(info)
+        if conv is _UNCHECKED:
+            return self
+        problems = _node_problems(conv, [e.node_id for e in self.entities if e.node_id])
+        problems += [p for p in _node_problems(
+            conv, [e.replaces for e in self.entities if e.replaces], deprecated_ok=True)]
+        if problems:
+            raise ValueError("entities: " + "; ".join(problems))
+        return self
 
 
 class ToolCall(Contract):
-    """One planned tool call."""
+    """One planned tool call; its ``reasoning_trace`` cites conversation graph node ids
+    (``ent_3``, ``int_2``; also listed in ``cites``)."""
 
     contract_name = "tool_call"
-    contract_version = "1.0.0"
+    contract_version = "2.0.0"
 
     tool_name: str = Field(min_length=1)
     arguments: dict[str, Any]
-    reasoning_trace: str = Field(description="Why this call, in one or two sentences.")
+    reasoning_trace: str = Field(description="Why this call, citing graph node ids "
+                                             "(e.g. 'Based on ent_1 and ent_2').")
+    cites: list[str] = Field(default_factory=list,
+                             description="The conversation graph node ids it relies on.")
+
+
+class MissingSlot(Contract):
+    """A required input a planner could not fill (``missing``) or found malformed
+    (``invalid``): the turn asks the user for it instead of guessing."""
+
+    contract_name = "missing_slot"
+    contract_version = "1.0.0"
+
+    tool: str = Field(min_length=1)
+    slot: str = Field(min_length=1)
+    reason: Literal["missing", "invalid"]
+    value: str = ""
 
 
 class Plan(Contract):
     """The tool calls to run next; each must name a known, permitted tool with valid arguments."""
 
     contract_name = "plan"
-    contract_version = "1.0.0"
+    contract_version = "2.0.0"
 
     tool_calls: list[ToolCall]
+    missing_slots: list[MissingSlot] = Field(
+        default_factory=list, description="Required inputs to ask the user for (CLARIFY).")
+
+    @model_validator(mode="after")
+    def _cited_nodes_exist(self, info: ValidationInfo) -> Plan:
+        """Every node id a call cites (``cites`` and ids in ``reasoning_trace``) must name
+        an active node of the conversation graph."""
+        conv = _conversation(info)
+        if conv is _UNCHECKED:
+            return self
+        problems = []
+        for i, call in enumerate(self.tool_calls):
+            ids = list(dict.fromkeys([*call.cites, *_NODE_ID.findall(call.reasoning_trace)]))
+            problems += [f"tool_calls[{i}].reasoning_trace: {p}"
+                         for p in _node_problems(conv, ids)]
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
 
     @model_validator(mode="after")
     def _calls_are_executable(self, info: ValidationInfo) -> Plan:
@@ -180,32 +285,76 @@ class Response(Contract):
 
 
 class MemoryUpdate(Contract):
-    """One change to long-term memory."""
+    """One change to long-term memory, tied to the conversation graph node it is about
+    (``target_node_id``, which must exist) and to its evidence in the seed's form:
+    ``user_message``, ``tool:<tool>[:<argument>...]`` (``tool:get_inventory:hz_xh_001:IP15-128``)
+    or a fact id of this turn."""
 
     contract_name = "memory_update"
-    contract_version = "1.0.0"
+    contract_version = "2.0.0"
 
     key: str = Field(min_length=1, description="The dimension a newer value supersedes.")
     update_type: Literal["create", "modify", "deprecate"]
     value: Any = None
     memory_type: Literal["preference", "fact", "progress", "correction"] = "fact"
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
-    evidence: str = Field(min_length=1,
-                          description="Where it came from: 'user_message', a fact id.")
+    target_node_id: str | None = Field(
+        default=None, description="The conversation graph node it is about (ent_3 ...).")
+    evidence_source: str = Field(
+        pattern=r"^(user_message|memory|session:\S+|fact-\S+|tool:[\w.-]+(:[^:\s]+)*)$",
+        description="user_message, session:<id>, tool:<tool>:<arg>... (e.g. "
+                    "tool:get_inventory:hz_xh_001:IP15-128), or a fact id.")
+
+    @model_validator(mode="after")
+    def _target_exists(self, info: ValidationInfo) -> MemoryUpdate:
+        conv = _conversation(info)
+        if conv is not _UNCHECKED and self.target_node_id is not None:
+            problems = _node_problems(conv, [self.target_node_id], deprecated_ok=True)
+            if problems:
+                raise ValueError("target_node_id: " + problems[0])
+        return self
 
 
 class MemoryCommit(Contract):
     """The memory updates extracted from this turn."""
 
     contract_name = "memory_commit"
-    contract_version = "1.0.0"
+    contract_version = "2.0.0"
 
     memory_updates: list[MemoryUpdate]
 
 
+class Clarification(Contract):
+    """CLARIFY's output: the question that asks for exactly one slot, with its format;
+    the task waits in the session (``task_id``)."""
+
+    contract_name = "clarification"
+    contract_version = "1.0.0"
+
+    text: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    slot: str = Field(min_length=1)
+    expected_format: str = ""
+    abandoned: bool = Field(default=False,
+                            description="The slot failed too often: the task was dropped.")
+
+
+class ApprovalRequest(Contract):
+    """APPROVAL's output: exactly what would run, waiting for the user's yes."""
+
+    contract_name = "approval_request"
+    contract_version = "1.0.0"
+
+    text: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
+    calls: list[ToolCall]
+
+
 STATE_CONTRACTS: tuple[type[Contract], ...] = (
+    EntityRef,
     Intent,
     ToolCall,
+    MissingSlot,
     Plan,
     ToolSuccess,
     ToolFailure,
@@ -215,5 +364,7 @@ STATE_CONTRACTS: tuple[type[Contract], ...] = (
     Response,
     MemoryUpdate,
     MemoryCommit,
+    Clarification,
+    ApprovalRequest,
 )
 """Every contract the default graph uses, nested ones included."""

@@ -10,12 +10,20 @@ A contract says everything the executor and a model need to know about a tool::
     timeout_s: 5
     retry: {max_attempts: 3, backoff_s: 0.1, multiplier: 2, max_backoff_s: 2, jitter: 0.2}
     permissions: []                 # roles or grants the caller needs (all of them)
-    approval: false                 # optional: true = the user approves each call first
     errors:                         # the codes the tool may fail with
       NOT_FOUND: {retryable: false, description: no such SKU}
     on_output_violation: fail       # fail | log_only | {fallback: other_tool}
     input_schema: {...}             # JSON Schema of the arguments
     output_schema: {...}            # JSON Schema of the output (optional)
+    approval: false                 # optional: a plan calling it waits for the user's yes
+    slots:                          # optional: how the conversation fills an input
+      order_id: {entity: Order, ask: '请问您的订单号是多少?', ask_en: 'What is your order number?'}
+
+An input the schema ``required`` is a required slot of the task that calls the tool;
+its ``pattern`` (and ``examples``, shown as the expected format) is what a value must
+match before the tool runs. ``slots`` adds, per input, the entity type the conversation
+graph resolves it from (pronouns and follow-ups pick the latest active node of that
+type) and the question a clarification asks when it is missing.
 
 A malformed file is refused at load with its file, line and field.
 
@@ -35,7 +43,14 @@ from urllib.parse import unquote
 
 import jsonschema
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from hermes_fsm._internal.data import data_path
 from hermes_fsm._internal.yaml_lines import (
@@ -52,6 +67,7 @@ __all__ = [
     "BUILTIN_ERRORS",
     "ErrorCode",
     "Fallback",
+    "SlotSpec",
     "ToolContract",
     "default_tool_contract_dir",
     "dump_tool_contract",
@@ -94,6 +110,22 @@ class Fallback(_Strict):
     fallback: str = Field(min_length=1)
 
 
+class SlotSpec(_Strict):
+    """How the conversation fills one input of a tool (the contract's ``slots``).
+
+    Attributes:
+        entity: the conversation graph's entity type the input is resolved from (e.g.
+            ``Product``, ``Warehouse``, ``Order``); ``None``: not an entity.
+        ask: the clarification question when the input is missing (Chinese or any
+            language; the expected format is appended from the schema).
+        ask_en: the question in English (default: ``ask``).
+    """
+
+    entity: str | None = Field(default=None, pattern=r"^[A-Za-z][\w]*$")
+    ask: str = ""
+    ask_en: str = ""
+
+
 class ToolContract(_Strict):
     """The versioned contract of one tool (see the module docstring for the file format)."""
 
@@ -105,11 +137,15 @@ class ToolContract(_Strict):
     timeout_s: float = Field(default=10.0, gt=0.0, le=3600.0)
     retry: RetryPolicy = RetryPolicy()
     permissions: tuple[str, ...] = ()
-    approval: bool = False  # the user must approve a plan with this call before it runs
     errors: dict[str, ErrorCode] = {}
     on_output_violation: Literal["fail", "log_only"] | Fallback = "fail"
     input_schema: dict[str, Any]
     output_schema: dict[str, Any] | None = None
+    approval: bool = False
+    """Whether a plan that calls the tool waits for the user's approval before it runs
+    (destructive tools, sending on the user's behalf)."""
+    slots: dict[str, SlotSpec] = {}
+    """Per input: its entity type and clarification question (see :class:`SlotSpec`)."""
 
     @field_validator("version")
     @classmethod
@@ -135,6 +171,15 @@ class ToolContract(_Strict):
             if problem is not None:
                 raise ValueError(problem)
         return value
+
+    @model_validator(mode="after")
+    def _slots_are_inputs(self) -> ToolContract:
+        known = self.input_schema.get("properties")
+        for name in self.slots:
+            if not isinstance(known, Mapping) or name not in known:
+                raise ValueError(f"slots: {name!r} is not an input of the tool (not in "
+                                 "input_schema.properties); name an input or remove it")
+        return self
 
     def error_is_retryable(self, code: str) -> bool:
         """Whether ``code`` is retryable: the contract's table, then the built-in codes."""
@@ -162,8 +207,12 @@ class ToolContract(_Strict):
         """The contract as the plain mapping written to YAML (stable field order)."""
         doc = self.model_dump(mode="json", exclude_none=True)
         doc["retry"] = self.retry.model_dump()
-        if not self.approval:  # the default, left out: older contract files stay as written
+        if not self.approval:  # the default: files of tools that need none stay as they were
             del doc["approval"]
+        if not self.slots:
+            del doc["slots"]
+        else:
+            doc["slots"] = {k: v.model_dump(exclude_defaults=True) for k, v in self.slots.items()}
         return doc
 
 

@@ -124,7 +124,7 @@ async def archive_session(durable: DurableSessions, session_id: str, *,
         lines = [line.strip() for line in summary.text.splitlines() if line.strip()]
         updates = [MemoryUpdate(key=f"{memory_key(session_id)}.{n}", update_type="create",
                                 value=line, memory_type="fact", confidence=0.7,
-                                evidence=f"session:{session_id}")
+                                evidence_source=f"session:{session_id}")
                    for n, line in enumerate(lines[:MAX_ITEMS], start=1)]
         if updates:
             try:

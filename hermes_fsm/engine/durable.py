@@ -51,6 +51,7 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from hermes_fsm.brain.protocol import Repair, RepairReason
+from hermes_fsm.conversation.graph import Conversation, apply_ops
 from hermes_fsm.engine.context import ContextBuilder, apply_context_event
 from hermes_fsm.engine.session import Session, SessionCache
 from hermes_fsm.engine.turn import Services, TurnContext, TurnResult, number_late
@@ -231,10 +232,16 @@ class DurableSessions:
         if checkpoint is not None:
             session.history = [dict(m) for m in checkpoint.data.get("history", ())]
             session.summary = str(checkpoint.data.get("summary", ""))
+            if (conv := checkpoint.data.get("conversation")) is not None:
+                session.conversation = Conversation.from_data(conv)
         pending: list[dict[str, Any]] = []
         for event in events:  # finished turns past the checkpoint join the history
             if event["kind"] == "context_built":  # it may have folded history into the summary
                 apply_context_event(session, event)
+            elif event["kind"] == "graph_updated":  # the conversation graph is their fold
+                if session.conversation is None:
+                    session.conversation = Conversation()
+                apply_ops(session.conversation, event["ops"])
             if event["kind"] == "turn_started":
                 pending = [event]
             elif pending:
@@ -380,9 +387,11 @@ class DurableSessions:
                         turn.text, now),
                 Message(o.ids.new("message"), session.session_id, turn.user_id, "assistant",
                         answer, now)]
-            checkpoint = Checkpoint(session.session_id, session.seq, session.state,
-                                    {"history": list(session.history),
-                                     "summary": session.summary})
+            state: dict[str, Any] = {"history": list(session.history),
+                                     "summary": session.summary}
+            if session.conversation is not None:
+                state["conversation"] = session.conversation.to_data()
+            checkpoint = Checkpoint(session.session_id, session.seq, session.state, state)
         blob = turn.events.json_from(start) if events else None  # serialized once: the
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
                                        events, messages, checkpoint, blob))  # log reuses it

@@ -48,6 +48,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         repair=turn.repair,
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
         now=turn.events.data[0]["at"] if len(turn.events) else None,  # the turn's start
+        conversation=turn.session.conversation,
     )
     context = turn.services.context
     built: dict[str, Any] | None = None

@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.protocol import Brain, Repair
+from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.durable import DurableSessions
@@ -123,6 +124,9 @@ class Orchestrator:
             rerun runs this way).
         hooks: turn hooks, called at defined points of every turn (see
             :mod:`hermes_fsm.engine.hooks`).
+        conversation: the conversation layer's policy (the graph on or off, how long a
+            pending clarification or approval waits, time decay; see
+            :class:`~hermes_fsm.conversation.graph.ConversationPolicy`).
 
     Attributes:
         session_cache: the sessions held in this process
@@ -152,6 +156,7 @@ class Orchestrator:
         context: ContextConfig | ContextBuilder | None = None,
         event_log: bool = True,
         hooks: Iterable[TurnHook] = (),
+        conversation: ConversationPolicy | None = None,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -165,6 +170,7 @@ class Orchestrator:
             brain=brain, tools=tools, executor=executor or ToolExecutor(tools),
             memory=memory if memory is not None else InProcessMemory(),
             clock=clock or SystemClock(),
+            conversation=conversation or ConversationPolicy(),
         )
         self._sinks = EventSinks(sinks)
         self.ids = ids or UuidIds()
@@ -421,6 +427,8 @@ class Orchestrator:
             else:
                 if turn.routes:
                     status = "degraded"
+                elif turn.awaiting is not None:  # a clarification or an approval waits
+                    status = turn.awaiting
                 result = self._finish(session, turn, status, turn.answer() or "", started)
             if hooks.post_turn:
                 await call_hooks(hooks.post_turn, session=session, turn=turn, result=result)

@@ -22,6 +22,7 @@ from typing import Any
 
 from pydantic_core import from_json, to_json
 
+from hermes_fsm.conversation.graph import Conversation
 from hermes_fsm.events.model import EVENTS_ADAPTER, Event, EventList
 
 __all__ = ["Session", "SessionCache"]
@@ -40,6 +41,9 @@ class Session:
         history: its messages (``role``, ``content``), oldest first: the sliding window.
         summary: the rolling summary of the messages that left the window (see
             :mod:`hermes_fsm.engine.context`; "" until the first fold).
+        conversation: its conversation graph and pending tasks
+            (:class:`~hermes_fsm.conversation.graph.Conversation`; ``None`` until the first
+            ``graph_updated`` event), the fold of its ``graph_updated`` events.
         late: late events of a finished turn (:meth:`TurnContext.emit_late`) waiting for
             the running turn to end before they are numbered (no store; see
             :mod:`hermes_fsm.engine.memory_handlers`).
@@ -49,8 +53,8 @@ class Session:
             the log reads as empty).
     """
 
-    __slots__ = ("_lock", "_log", "busy", "epoch", "history", "late", "seq", "session_id",
-                 "state", "summary", "user_id")
+    __slots__ = ("_lock", "_log", "busy", "conversation", "epoch", "history", "late", "seq",
+                 "session_id", "state", "summary", "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str, log: bool = True) -> None:
         self.session_id = session_id
@@ -62,6 +66,7 @@ class Session:
         self._log: list[tuple[int, int, bytes]] | None = [] if log else None
         self.history: list[dict[str, str]] = []
         self.summary = ""
+        self.conversation: Conversation | None = None
         self.busy = False
         # waiting for a seq; a list only once one is late (most sessions never have one)
         self.late: list[tuple[type[Event], dict[str, Any]]] | None = None

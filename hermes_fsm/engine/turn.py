@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
+from hermes_fsm.conversation.graph import Conversation, ConversationPolicy
 from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
     EVENT_TEMPLATES,
@@ -41,8 +42,9 @@ __all__ = ["EventSinks", "Services", "TurnContext", "TurnResult", "deliver_late"
 
 @dataclass(slots=True)
 class Services:
-    """What handlers may use: the brain, the tools and their executor, memory, time, and
-    the context builder that fits brain requests to the token budget (``None``: off)."""
+    """What handlers may use: the brain, the tools and their executor, memory, time, the
+    context builder that fits brain requests to the token budget (``None``: off), and the
+    conversation layer's policy (:class:`~hermes_fsm.conversation.graph.ConversationPolicy`)."""
 
     brain: Brain
     tools: ToolRegistry
@@ -50,6 +52,7 @@ class Services:
     memory: Memory
     clock: Clock
     context: Any = None
+    conversation: ConversationPolicy = field(default_factory=ConversationPolicy)
 
 
 class EventSinks:
@@ -125,11 +128,13 @@ class TurnContext:
         late: where :meth:`emit_late` hands late events (a durable session's writer;
             ``None`` in-process: the session numbers them itself).
         flushed: how many of ``events`` are stored durably (a durable session's).
+        awaiting: set by a handler whose turn ends waiting for the user
+            (``awaiting_input``, ``awaiting_approval``): the turn's status.
     """
 
     __slots__ = (
         "_add_event", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
-        "by_contract", "events", "flushed",
+        "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
         "repair",
         "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
@@ -162,12 +167,14 @@ class TurnContext:
         self.journal: Any = None
         self.late: Callable[[Session, type[Event], dict[str, Any]], None] | None = None
         self.routes = 0
+        self.awaiting: str | None = None
         self.memory: str | None = None
         self.history = tuple(session.history)  # a snapshot: the turn appends later
         self._entered = time.perf_counter()
         self._answer: str | None = None
         self._context: dict[str, Any] = {"tool_catalog": services.tools.catalog_for(user_id),
-                                         "fact_ids": set()}
+                                         "fact_ids": set(),
+                                         "conversation": session.conversation}
 
     # --- events -----------------------------------------------------------------------
 
@@ -257,9 +264,19 @@ class TurnContext:
 
         ``tool_catalog``: the tools (the Plan contract checks calls against it);
         ``fact_ids``: the ids of the facts established so far this turn (any output with a
-        ``facts`` list of items with an ``id`` establishes facts).
+        ``facts`` list of items with an ``id`` establishes facts); ``conversation``: the
+        session's conversation graph (``None`` before it has one).
         """
         return self._context
+
+    def conversation(self) -> Conversation:
+        """The session's conversation graph (made empty on first use); contracts check
+        node references against it (``validation_context()["conversation"]``)."""
+        conv = self.session.conversation
+        if conv is None:
+            conv = self.session.conversation = Conversation()
+        self._context["conversation"] = conv
+        return conv
 
     def accept(self, output: Any) -> None:
         """Record the current state's validated output (done by the engine after the guard)."""

@@ -37,6 +37,7 @@ __all__ = [
     "ContractViolation",
     "Event",
     "EventList",
+    "GraphUpdated",
     "HandlerFailed",
     "MemoryCommitFailed",
     "MemoryRecalled",
@@ -317,15 +318,27 @@ class MemoryCommitFailed(_Event):
     keys: list[str] = Field(default_factory=list)
 
 
+class GraphUpdated(_Event):
+    """The session's conversation graph changed: ``ops`` is the diff, folded in order by
+    :func:`hermes_fsm.conversation.graph.apply_ops` (entity and intent nodes, edges,
+    pending tasks). The graph is the fold of these events (and a checkpoint's copy)."""
+
+    kind: Literal["graph_updated"] = "graph_updated"
+    state: str
+    ops: list[dict[str, Any]]
+
+
 class TurnFinished(_Event):
     """The turn is over and the session is back in its initial state.
 
     ``status``: ``completed`` (every state succeeded), ``degraded`` (a failure route was
-    taken), ``partial`` (the turn budget ran out).
+    taken), ``partial`` (the turn budget ran out), ``awaiting_input`` (a clarification
+    asks for a slot; the task waits in the session), ``awaiting_approval`` (a plan waits
+    for the user's yes).
     """
 
     kind: Literal["turn_finished"] = "turn_finished"
-    status: Literal["completed", "degraded", "partial"]
+    status: Literal["completed", "degraded", "partial", "awaiting_input", "awaiting_approval"]
     answer: str
     duration_ms: float
     path: list[str]
@@ -351,6 +364,7 @@ Event = Annotated[
     | MemoryWrite
     | MemoryRecalled
     | MemoryCommitFailed
+    | GraphUpdated
     | TurnFinished,
     Field(discriminator="kind"),
 ]

@@ -117,7 +117,7 @@ def _plan_semantic(out: Plan, commit: Commit, ids: list[str],
             user_id=user_id, key=update.key, value=update.value,
             memory_type=update.memory_type, confidence=update.confidence,
             status="deleted" if deprecate else "active", created_at=now, updated_at=now,
-            evidence=update.evidence, turn_id=turn_id, item_id=new_id, domain=domain,
+            evidence=update.evidence_source, turn_id=turn_id, item_id=new_id, domain=domain,
             event_seq=commit.context.get("event_seq"), operation=update.update_type,
             text=text)
         out.items.append(item)

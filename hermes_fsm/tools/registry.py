@@ -305,6 +305,7 @@ class ToolRegistry:
         output_schema: dict[str, Any] | None = None,
         on_output_violation: Literal["fail", "log_only"] | Fallback = "fail",
         inline: bool = False,
+        approval: bool = False,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: register a sync or async function as a tool.
 
@@ -312,6 +313,7 @@ class ToolRegistry:
         function is bound to that contract; otherwise a contract is generated from the
         function's typed signature, its docstring (or ``description``) and the options.
         A sync function runs in a worker thread unless ``inline`` (see :class:`Tool`).
+        ``approval``: a plan calling it waits for the user's yes (the contract's field).
         """
 
         def register(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -337,7 +339,7 @@ class ToolRegistry:
                         for k, v in (errors or {}).items()},
                 on_output_violation=on_output_violation, input_schema=schema,
                 output_schema=output_schema if output_schema is not None
-                else output_schema_of(fn))
+                else output_schema_of(fn), approval=approval)
             self.add(Tool(generated.name, doc, fn, schema, contract=generated, input_model=model,
                           inline=inline))
             return fn

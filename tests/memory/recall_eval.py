@@ -30,7 +30,7 @@ async def evaluate(embedder: Any, k: int = 5) -> dict[str, Any]:
         seeded.add(case["user"])
         for n, m in enumerate(case["memories"]):  # one turn per memory: later ones supersede
             update = MemoryUpdate(key=m["key"], update_type="create", value=m["value"],
-                                  memory_type=m["type"], evidence="user_message")
+                                  memory_type=m["type"], evidence_source="user_message")
             await memory.apply(case["user"], f"turn-{n}", [update], start + timedelta(hours=n),
                                text=m["text"])
     hits: dict[str, list[int]] = {}

@@ -177,7 +177,7 @@ class FlakyMemory(InProcessMemory):
 
 
 COMMIT = {"memory_updates": [{"key": "preference.contact", "update_type": "create",
-                              "value": "email", "evidence": "user_message"}]}
+                              "value": "email", "evidence_source": "user_message"}]}
 
 
 async def test_a_failed_commit_does_not_fail_the_turn_and_is_retried_in_background(
@@ -216,7 +216,7 @@ async def recall_turn(make_orchestrator, **options):
     """A turn of u1, who prefers email, asking about it: (the recall event, the brain)."""
     memory = InProcessMemory()
     await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
-                                                 value="email", evidence="user_message")],
+                                                 value="email", evidence_source="user_message")],
                        NOW, text="please email me")
     brain = ScriptedBrain(happy_script(intent=[INTENT_CHAT]))
     result = await make_orchestrator(brain=brain, memory=memory, **options).run_turn(

@@ -65,7 +65,7 @@ async def test_a_state_without_past_outcomes_in_its_recall_gets_none(make_orches
 async def test_past_outcomes_alone_leave_the_memories_out(make_orchestrator):
     memory = InProcessMemory()
     await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
-                                                 value="email", evidence="user_message")],
+                                                 value="email", evidence_source="user_message")],
                        NOW, text="please email me")
     brain = await second_turn(make_orchestrator, renamed_planning("[past_outcomes]"), memory,
                               ASK_EMAIL)
@@ -78,7 +78,7 @@ async def test_an_empty_recall_recalls_nothing_and_the_first_state_listing_memor
         make_orchestrator):
     memory = InProcessMemory()
     await memory.apply("u1", "t0", [MemoryUpdate(key="preference.contact", update_type="create",
-                                                 value="email", evidence="user_message")],
+                                                 value="email", evidence_source="user_message")],
                        NOW, text="please email me")
     graph = graph_with({"INTENT": {"recall": []}})
     brain = ScriptedBrain(happy_script())

@@ -18,7 +18,7 @@ NOW = datetime(2026, 3, 1, tzinfo=UTC)
 
 def update(key: str, value: object, kind: Any = "create", memory_type: Any = "preference"):
     return MemoryUpdate(key=key, update_type=kind, value=value, memory_type=memory_type,
-                        evidence="user_message")
+                        evidence_source="user_message")
 
 
 async def apply(memory, user, turn, updates, session="s1", text="", **extra):

@@ -1,0 +1,172 @@
+"""Follow-ups, corrections and references for the rules brain, on the conversation graph.
+
+The rules brain classifies each message on its own; this module reads the session's
+conversation graph (:class:`~hermes_fsm.conversation.graph.Conversation`) to make a turn
+part of the conversation:
+
+- "那华南仓呢?", "and the Pudong one?", "Pro 呢": the last task again with the slot the
+  fragment names replaced (the fragment is read with the rule book's extractors of the
+  last task's intent);
+- "不对,我说的是深圳南山区", "等等,是 iPhone 15 Pro": the same, and the old node is named in
+  ``replaces`` (the engine deprecates it and creates the next version); a correction whose
+  fragment names nothing the rule book knows says so (``correction_unknown``);
+- a missing slot with "它", "那家店", "there", "it" (or the same task asked again without
+  it) takes the most recent active node of the type the slot needs (``node_id``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hermes_fsm.brain.rulebook import RuleBook, detect_language
+from hermes_fsm.conversation.followups import (
+    PLACE_TYPES,
+    has_place_pronoun,
+    has_pronoun,
+    parse_followup,
+)
+from hermes_fsm.conversation.graph import Conversation, IntentNode, entity_type_of
+
+__all__ = ["conversation_reply", "pending_reminder", "resolve"]
+
+Classified = tuple[str, dict[str, Any], float, bool]
+
+
+def resolve(rules: RuleBook, text: str, conv: Conversation | None,
+            classified: Classified) -> dict[str, Any] | None:
+    """The intent output of a follow-up, a correction or a reference to an earlier entity;
+    ``None`` when ``text`` is none of these (the classification stands)."""
+    if conv is None:
+        return None
+    name, params, _, needs_tools = classified
+    last = conv.last_intent()
+    followup = parse_followup(text)
+    if last is not None and followup is not None and (
+            followup.kind == "correction" or name == rules.fallback.name):
+        return _reuse(rules, text, conv, last, followup.kind, followup.fragment)
+    if needs_tools and name != rules.fallback.name:
+        return _fill_references(rules, text, conv, last, name, params)
+    return None
+
+
+def _slots_in(rules: RuleBook, fragment: str, intent: str) -> dict[str, Any]:
+    """The slots the rule book finds in ``fragment``: a value an ``aliases`` table of
+    ``intent``'s slots names ("north", "华南仓"), then the extractors of ``intent``, then
+    any rule's."""
+    low = fragment.lower().strip()
+    ordered = sorted(rules.intents, key=lambda r: r.name != intent)
+    for rule in ordered[:1] if ordered and ordered[0].name == intent else ():
+        for slot, table_name in rule.normalize.items():
+            table = rules.aliases.get(table_name, {})
+            words = low.removesuffix(" one").split()
+            for key, names in table.items():
+                if low in (key, *map(str.lower, names)) or (words and words[0] in (
+                        key, *map(str.lower, names))):
+                    return {slot: key}
+    for rule in ordered:
+        found = rule.slots(fragment, low, rules.normalizers)
+        if found:
+            return found
+    return {}
+
+
+def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kind: str,
+           fragment: str) -> dict[str, Any] | None:
+    lang = detect_language(text)
+    found = {k: v for k, v in _slots_in(rules, fragment, last.type).items()
+             if k in last.params or k in rules_slots(rules, last.type)}
+    if not found:
+        product = next((s for s, n in last.params.items()
+                        if conv.entities.get(n) is not None
+                        and conv.entities[n].type == "Product"), None)
+        if product is not None and len(fragment) <= 12:  # "Pro 呢": a variant of the product
+            base = conv.entities[last.params[product]].value
+            found = {k: v for k, v in _slots_in(rules, f"{base} {fragment}", last.type).items()
+                     if k == product and v != conv.entities[last.params[product]].canonical}
+    if not found:
+        if kind == "correction":
+            return {"intent_type": "correction_unknown",
+                    "parameters": {"lang": lang, "fragment": fragment},
+                    "confidence": 0.9, "needs_tools": False}
+        return None
+    entities = []
+    for slot, value in found.items():
+        old_id = last.params.get(slot)
+        old = conv.entities.get(old_id) if old_id else None
+        ref: dict[str, Any] = {"slot": slot, "type": old.type if old else entity_type_of(slot),
+                               "value": str(value), "canonical": str(value)}
+        if kind == "correction" and old is not None and old.active:
+            ref["replaces"] = old_id
+        entities.append(ref)
+    for slot, node_id in last.params.items():
+        node = conv.entities.get(node_id)
+        if slot not in found and node is not None and node.active:
+            entities.append({"slot": slot, "type": node.type, "value": node.value,
+                             "canonical": node.canonical, "node_id": node_id})
+    parameters = {**conv.values_of(last), **found, "lang": lang}
+    return {"intent_type": last.type, "parameters": parameters, "confidence": 0.85,
+            "needs_tools": True, "entities": entities}
+
+
+def rules_slots(rules: RuleBook, intent: str) -> set[str]:
+    """The slots the rule book's plans for ``intent`` take."""
+    return {slot for p in rules.plans.get(intent, ()) for slot, _ in p.refs.values()}
+
+
+def _fill_references(rules: RuleBook, text: str, conv: Conversation, last: IntentNode | None,
+                     name: str, params: dict[str, Any]) -> dict[str, Any] | None:
+    missing = [s for p in rules.plans.get(name, ()) for s in p.required if s not in params]
+    if has_place_pronoun(text):  # "there": the optional place slots too
+        missing += [s for s in rules_slots(rules, name) if s not in params and s not in missing
+                    and entity_type_of(s) in PLACE_TYPES]
+    if not missing or not (has_pronoun(text) or (last is not None and last.type == name)):
+        return None
+    entities = []
+    filled = dict(params)
+    for slot in dict.fromkeys(missing):
+        old = conv.entities.get(last.params.get(slot, "")) if last is not None else None
+        node = conv.latest(old.type if old is not None else entity_type_of(slot))
+        if node is None:
+            continue
+        filled[slot] = node.canonical
+        entities.append({"slot": slot, "type": node.type, "value": node.value,
+                         "canonical": node.canonical, "node_id": node.id})
+    if not entities:
+        return None
+    rule = next(r for r in rules.intents if r.name == name)
+    return {"intent_type": name, "parameters": filled, "confidence": rule.confidence,
+            "needs_tools": True, "entities": entities}
+
+
+_REPLIES = {
+    "cancel_task": {"zh": "好的,已取消,没有执行任何操作。",
+                    "en": "OK, cancelled: nothing was run."},
+    "correction_unknown": {
+        "zh": "抱歉,我不知道“{fragment}”指的是什么,没有可以按它更正的内容。"
+              "请换个说法,或说出完整的请求。",
+        "en": 'Sorry, I do not know what "{fragment}" refers to, so there is nothing I can '
+              "correct with it. Please rephrase, or ask the whole question again."},
+}
+
+
+def conversation_reply(intent_type: str, params: dict[str, Any], lang: str) -> str | None:
+    """The answer to a conversation-level intent (a cancellation, an unknown correction)."""
+    templates = _REPLIES.get(intent_type)
+    if templates is None:
+        return None
+    return templates["zh" if lang == "zh" else "en"].format_map(
+        {"fragment": params.get("fragment", "")})
+
+
+def pending_reminder(conv: Conversation | None, answered_task: str | None,
+                     lang: str) -> str | None:
+    """A line that returns to the pending task after another request was answered
+    (seed 000: "回到原流程继续"), or ``None``."""
+    if conv is None or not conv.tasks:
+        return None
+    task = conv.tasks[-1]
+    if task.id == answered_task:
+        return None
+    if lang == "zh":
+        return f"(回到刚才的事:{task.question})"
+    return f"(Back to where we were: {task.question})"
