@@ -11,14 +11,6 @@ from tests.fault_campaign import run_campaign
 from tests.memory.conftest import PG_URL, REDIS_URL, need
 
 
-# Known to fail today (issue 16, still open): after pg_terminate_backend, turns raise
-# StoreError ("PoolTimeout: couldn't get a connection after 30.00 sec") and their events are
-# lost; an EXECUTION retry runs the plan's non-idempotent call again (call ids carry the
-# path length); a lease whose release was dropped refuses the session for the rest of its
-# TTL. strict: the day the campaign passes, this marker fails the run and must go.
-@pytest.mark.xfail(strict=True, reason="issue 16: the campaign's findings are not fixed yet "
-                   "(StoreError after pg_terminate_backend, a retried EXECUTION re-runs a "
-                   "non-idempotent call, a stale lease refuses an idle session)")
 @pytest.mark.parametrize("seed", [16, 1016])
 async def test_a_seeded_fault_campaign_keeps_every_property(seed):
     need(PG_URL, 5432, "PostgreSQL")

@@ -193,10 +193,10 @@ async def test_a_take_retried_after_it_went_through_keeps_the_lease(prefix):
     try:
         lease._redis()
         keys, token = [f"{prefix}s1"], "retried-token"
-        args = ["take", token, lease.ttl_ms]
+        args = ["take", token, "", lease.ttl_ms]  # ops, tokens, stale tokens, TTL
         assert await lease._take_or_release(keys=keys, args=args) == [1]
         assert await lease._take_or_release(keys=keys, args=args) == [1]  # sent again
-        assert await lease._take_or_release(keys=keys, args=["take", "other", 1000]) == [0]
+        assert await lease._take_or_release(keys=keys, args=["take", "other", "", 1000]) == [0]
     finally:
         await lease.close()
 

@@ -142,6 +142,7 @@ class DurableSessions:
         self.queue_wait_s = (queue_wait_s if queue_wait_s is not None
                              else orchestrator.graph.budget_s * 2)
         self._holds: dict[str, LeaseHold] = {}  # session id → the lease its turn runs under
+        self._retaken: dict[str, LeaseHold] = {}  # session id → the hold its turn began with
         # session id → (user id, late events waiting to be stored, failed appends)
         self._late: dict[str, tuple[str, list[tuple[type[Event], dict[str, Any]]], int]] = {}
 
@@ -184,6 +185,8 @@ class DurableSessions:
 
     async def _acquire(self, session_id: str) -> LeaseHold:
         wait = self.queue_wait_s if self.orchestrator.busy_policy == "queue" else 0.0
+        if not wait and session_id in self._holds:  # a turn of this orchestrator runs on it
+            raise SessionBusy(session_id)  # (even if its lease expired meanwhile)
         hold = await self.lease.acquire(session_id, wait)
         if hold is None:
             describe = getattr(self.lease, "describe_busy", None)  # optional for a lease
@@ -195,9 +198,34 @@ class DurableSessions:
         return hold
 
     async def _release(self, session_id: str, hold: LeaseHold) -> None:
-        if self._holds.get(session_id) is hold:
+        current = self._holds.get(session_id)
+        if current is hold or (current is not None and self._retaken.get(session_id) is hold):
             del self._holds[session_id]
+            self._retaken.pop(session_id, None)
+            if current is not hold:  # the lease taken again while the turn ran
+                await current.release()
         await hold.release()
+
+    async def _retake(self, session_id: str, lost: LeaseHold) -> None:
+        """The turn's lease expired while it ran (its renewal came too late: a process
+        paused, a starved event loop): take it again if no one else holds it, and go on.
+        What makes that safe is the store's fencing: had another process claimed the
+        session meanwhile, the next append is refused (epoch superseded).
+
+        Raises:
+            StaleWriter: another holder has the lease now.
+        """
+        try:
+            again = await self.lease.acquire(session_id, 0.0)
+        except StoreError:
+            again = None
+        if again is None:
+            raise StaleWriter(session_id, "the lease expired or was taken while the turn ran",
+                              reason="lease")
+        _log.warning("session %r: the turn's lease expired while it ran (renewed too late); "
+                     "taken again, the store's fencing guards the next append", session_id)
+        self._retaken.setdefault(session_id, lost)  # the hold run_turn will release
+        self._holds[session_id] = again
 
     async def _finish_pending(self, session: Session, pending: Sequence[dict[str, Any]]
                               ) -> TurnResult:
@@ -372,8 +400,7 @@ class DurableSessions:
             return
         hold = self._holds.get(session.session_id)
         if hold is not None and hold.lost:
-            raise StaleWriter(session.session_id, "the lease expired or was taken while the "
-                                                  "turn ran", reason="lease")
+            await self._retake(session.session_id, hold)
         events = data[start:]
         prev = events[0]["seq"] - 1 if events else session.seq
         messages: list[Message] = []

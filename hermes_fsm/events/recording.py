@@ -16,6 +16,11 @@ of a format version it does not know, saying which versions it reads; a header o
 wrong types (read strictly: no coercion), and an event line that is not JSON, not an
 object, of an unknown kind or out of sequence (seqs go up one by one), naming its line.
 
+Event lines hold what the session stores hold (:mod:`hermes_fsm._internal.json_safe`):
+U+0000 as U+FFFD, non-finite numbers as the strings ``"NaN"``, ``"Infinity"`` and
+``"-Infinity"``. So a live recording (:class:`RecordingSink`, :func:`recording_text`)
+reads the same as one exported from the store, and every line is strict JSON.
+
 >>> from hermes_fsm.testing import demo_orchestrator
 >>> import asyncio, io
 >>> orchestrator = demo_orchestrator()
@@ -39,6 +44,7 @@ from typing import IO, Any, Literal, Protocol, get_args
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import from_json
 
+from hermes_fsm._internal.json_safe import dumps, safe_blob
 from hermes_fsm._internal.version import VERSION
 from hermes_fsm.errors import RecordingError
 from hermes_fsm.events.model import EVENT_ADAPTER, EVENTS_ADAPTER, Event
@@ -464,8 +470,15 @@ def recording_text(orchestrator: RecordingSource, session_id: str) -> str:
         raise RecordingError(f"no session {session_id!r} to record (sessions: {known})")
     header = recording_header(orchestrator, session_id, session.user_id)
     lines = [header.model_dump_json()]
-    lines.extend(line.decode("utf-8") for line in session.event_lines())
+    lines.extend(_safe_line(line).decode("utf-8") for line in session.event_lines())
     return "\n".join(lines) + "\n"
+
+
+def _safe_line(line: bytes) -> bytes:
+    """An event line as the stores write it (see the module docs)."""
+    if b"NaN" in line or b"Infinity" in line:  # maybe a bare token: from the value again
+        return dumps(from_json(line))
+    return safe_blob(line, None)  # only a U+0000 to fix, in place
 
 
 class RecordingSink:
@@ -500,7 +513,7 @@ class RecordingSink:
                 user = getattr(event, "user_id", "") or ""
                 header = recording_header(self.orchestrator, event.session_id, user)
                 handle.write(header.model_dump_json() + "\n")
-        handle.write(event.model_dump_json() + "\n")
+        handle.write(dumps(event.model_dump()).decode("utf-8") + "\n")  # as the stores do
         handle.flush()
 
     def close(self) -> None:

@@ -3,7 +3,10 @@
 The package creates and migrates its schema on open: ``{schema}.hermes_schema_version``
 holds the applied version; migrations run in one transaction under an advisory lock, so
 concurrent processes starting together migrate once. A batch of entries is one
-transaction: a connection dropped mid-write leaves nothing written.
+transaction: a connection dropped mid-write leaves nothing written. Text and JSON are
+written as the session stores write them (:mod:`hermes_fsm._internal.json_safe`: U+0000
+as U+FFFD, non-finite numbers as the strings ``"NaN"``, ``"Infinity"``), which
+PostgreSQL would otherwise refuse — for the whole batch.
 
 Requires the ``postgres`` extra: ``pip install 'hermes-fsm[postgres]'``.
 """
@@ -15,6 +18,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from hermes_fsm._internal.json_safe import dumps, safe_text
 from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema, open_pool
 from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import MemoryStoreError
@@ -101,13 +105,16 @@ class PostgresExperienceLog:
         from psycopg.types.json import Jsonb
 
         pool = await self._open()
-        columns = [[e.entry_id for e in entries], [e.kind for e in entries],
-                   [e.user_id for e in entries], [e.session_id for e in entries],
-                   [e.turn_id for e in entries], [e.at for e in entries],
-                   [bool(e.ok) for e in entries], [e.tool for e in entries],
-                   [e.request for e in entries], [Jsonb(e.arguments) for e in entries],
-                   [e.error_code for e in entries], [Jsonb(e.detail) for e in entries],
-                   [float(e.duration_ms) for e in entries], [e.caused_by for e in entries],
+        text, json = _text, _json
+        columns = [[text(e.entry_id) for e in entries], [text(e.kind) for e in entries],
+                   [text(e.user_id) for e in entries], [text(e.session_id) for e in entries],
+                   [text(e.turn_id) for e in entries], [e.at for e in entries],
+                   [bool(e.ok) for e in entries], [text(e.tool) for e in entries],
+                   [text(e.request) for e in entries],
+                   [Jsonb(e.arguments, dumps=json) for e in entries],
+                   [text(e.error_code) for e in entries],
+                   [Jsonb(e.detail, dumps=json) for e in entries],
+                   [float(e.duration_ms) for e in entries], [text(e.caused_by) for e in entries],
                    [e.event_seq for e in entries]]
         try:
             async with pool.connection() as conn, conn.transaction():
@@ -189,6 +196,14 @@ class PostgresExperienceLog:
 
     async def close(self) -> None:
         await close_pool(self)
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else safe_text(value)
+
+
+def _json(value: Any) -> str:
+    return dumps(value).decode()
 
 
 def _entry(r: Sequence[Any]) -> Experience:

@@ -2,7 +2,9 @@
 
 One file (or ``":memory:"``), WAL journal; the schema is created and migrated on open
 (``PRAGMA user_version`` holds its version). Calls are synchronous and short; they run on
-the event loop's thread.
+the event loop's thread. Text and JSON are written as the session stores write them
+(:mod:`hermes_fsm._internal.json_safe`: U+0000 as U+FFFD, non-finite numbers as the
+strings ``"NaN"``, ``"Infinity"``), so every experience backend reads back the same.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from hermes_fsm._internal.json_safe import dumps, safe_text
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
@@ -155,14 +158,20 @@ class SQLiteExperienceLog:
             self._db = None
 
 
-_dumps = json.JSONEncoder(ensure_ascii=False, default=str).encode
-"""``json.dumps(value, ensure_ascii=False, default=str)`` without a new encoder per call."""
+def _dumps(value: Any) -> str:
+    return dumps(value).decode()
+
+
+def _text(value: str | None) -> str | None:
+    return None if value is None else safe_text(value)
 
 
 def _row(e: Experience) -> tuple[Any, ...]:
-    return (e.entry_id, e.kind, e.user_id, e.session_id, e.turn_id, e.at.timestamp(), int(e.ok),
-            e.tool, e.request, _dumps(e.arguments), e.error_code, _dumps(e.detail), e.duration_ms,
-            e.caused_by, e.event_seq)
+    text = _text
+    return (text(e.entry_id), text(e.kind), text(e.user_id), text(e.session_id),
+            text(e.turn_id), e.at.timestamp(), int(e.ok), text(e.tool), text(e.request),
+            _dumps(e.arguments), text(e.error_code), _dumps(e.detail), e.duration_ms,
+            text(e.caused_by), e.event_seq)
 
 
 def _entry(r: tuple[Any, ...]) -> Experience:

@@ -6,11 +6,16 @@
   Takes and releases waiting at the same moment (many sessions' turns) go to Redis
   together, in one script call; renewals of every lease held long enough go in one
   call too, so a turn shorter than a third of the TTL is never renewed. A release is
-  queued, not waited for: it goes out with the next call (before any later take of the
-  same session), and :meth:`RedisLease.close` waits for what is still queued.
+  queued, not waited for: it goes out with the next call, a later take of the same
+  session in this process waits until it is done (two calls in flight on two
+  connections may run in either order), and :meth:`RedisLease.close` waits for what is
+  still queued.
   A call that fails on a dropped connection (Redis restarted, ``CLIENT KILL``, a proxy's
   idle timeout) is made again on a fresh one, a couple of times with a short backoff;
-  the take is idempotent (a retried take finds its own token and keeps it).
+  the take is idempotent (a retried take finds its own token and keeps it). A release
+  that still could not be sent leaves a stale lease of this process in Redis: this
+  process remembers its token and takes it back at its next take of the session (no
+  turn of ours holds it), while other processes wait for its TTL as for any lease.
 
 A refused session is described by ``describe_busy`` (for :class:`~hermes_fsm.errors.
 SessionBusy`): a turn running in this process, or a lease held elsewhere that expires in
@@ -130,12 +135,14 @@ _TAKE_OR_RELEASE = """
 local out = {}
 local n = #KEYS
 for i = 1, n do
-  local key, token = KEYS[i], ARGV[n + i]
+  local key, token, stale = KEYS[i], ARGV[n + i], ARGV[2 * n + i]
   if ARGV[i] == 'take' then
-    if redis.call('set', key, token, 'NX', 'PX', ARGV[2 * n + 1]) then
+    local held = redis.call('get', key)
+    if not held or (stale ~= '' and held == stale) then  -- free, or our unreleased own
+      redis.call('set', key, token, 'PX', ARGV[3 * n + 1])
       out[i] = 1
-    elseif redis.call('get', key) == token then  -- a retried take that went through
-      out[i] = redis.call('pexpire', key, ARGV[2 * n + 1])
+    elseif held == token then  -- a retried take that went through
+      out[i] = redis.call('pexpire', key, ARGV[3 * n + 1])
     else
       out[i] = 0
     end
@@ -160,8 +167,10 @@ return renewed
 """
 """Scripts over many leases at once: one round trip for all the leases waiting together.
 ``KEYS``: the lease keys; ``ARGV``: (take/release: what to do with each, then) their
-tokens, then the TTL in ms. Both can be sent again safely (a take that finds its own
-token keeps it; a release or renewal of a token no longer there does nothing)."""
+tokens, (take/release: then for each the token of this process's stale lease a take
+may replace, or ``''``), then the TTL in ms. Both can be sent again safely (a take that
+finds its own token keeps it; a release or renewal of a token no longer there does
+nothing)."""
 
 
 class _RedisHold:
@@ -212,9 +221,11 @@ class RedisLease:
         self._renewing = False
         self._token_prefix = secrets.token_hex(8) + "-"  # tokens: unique, not secret
         self._tokens = itertools.count(1)
-        self._ops: GroupCommit[tuple[str, str, str], bool] = GroupCommit(
-            self._ops_batch, key=lambda op: op[1], min_batch=16)  # (take/release, key, token)
-        self._releasing: set[asyncio.Future[bool]] = set()
+        self._ops: GroupCommit[tuple[str, str, str, str], bool] = GroupCommit(
+            self._ops_batch, key=lambda op: op[1], min_batch=16)
+        # ops: (take/release, key, token, stale token the take may replace or '')
+        self._releasing: dict[str, asyncio.Future[bool]] = {}  # key -> its queued release
+        self._unreleased: dict[str, str] = {}  # key -> our token a release failed to delete
         self.round_trips = 0
 
     def _redis(self) -> Any:
@@ -276,10 +287,13 @@ class RedisLease:
     async def acquire(self, session_id: str, wait_s: float = 0.0) -> LeaseHold | None:
         key = self.prefix + session_id
         deadline = time.monotonic() + wait_s
+        releasing = self._releasing.get(key)
+        if releasing is not None:  # our release of it goes first (see the module docs)
+            await asyncio.wait([releasing])
         while True:
             token = f"{self._token_prefix}{next(self._tokens)}"
             sent = time.monotonic()
-            if await self._ops.submit(("take", key, token)):
+            if await self._ops.submit(("take", key, token, self._unreleased.get(key, ""))):
                 hold = _RedisHold(self, session_id, key, token, sent)
                 self._holds[hold] = None
                 if self._renewer is None:
@@ -289,24 +303,27 @@ class RedisLease:
                 return None
             await asyncio.sleep(self.poll_s)
 
-    async def _ops_batch(self, ops: list[tuple[str, str, str]]
+    async def _ops_batch(self, ops: list[tuple[str, str, str, str]]
                          ) -> list[bool | BaseException]:
         """Takes and releases waiting together: one script call."""
-        keys = [key for _, key, _ in ops]
-        args = [*(op for op, _, _ in ops), *(token for _, _, token in ops), self.ttl_ms]
+        keys = [op[1] for op in ops]
+        args = [*(op[0] for op in ops), *(op[2] for op in ops), *(op[3] for op in ops),
+                self.ttl_ms]
         try:
             done = await self._call(
                 lambda client: self._take_or_release(keys=keys, args=args, client=client))
         except Exception as exc:
             what = redact(f"{type(exc).__name__}: {exc}")
             outcomes: list[bool | BaseException] = []
-            released = [key[len(self.prefix):] for op, key, _ in ops if op == "release"]
-            if released:  # they expire by themselves after ttl_s
+            released = [op[1][len(self.prefix):] for op in ops if op[0] == "release"]
+            if released:  # they expire by themselves after ttl_s; this process takes its
                 _log.warning("lease release of %d session(s) (%s) failed after %d attempts "
-                             "(they expire in %d ms): %s", len(released),
+                             "(they expire in %d ms, or this process takes them back at "
+                             "its next turn of the session): %s", len(released),
                              ", ".join(released[:5]), _ATTEMPTS, self.ttl_ms, what)
-            for op, key, _ in ops:
+            for op, key, token, _ in ops:
                 if op == "release":
+                    self._unreleased[key] = token  # own back (see the module docs)
                     outcomes.append(False)
                     continue
                 error = StoreError(
@@ -316,6 +333,9 @@ class RedisLease:
                 error.__cause__ = exc
                 outcomes.append(error)
             return outcomes
+        for op, key, _, stale in ops:
+            if op == "take" and stale and self._unreleased.get(key) == stale:
+                del self._unreleased[key]  # taken back, or expired and gone
         return [bool(d) for d in done]
 
     async def _keep(self) -> None:
@@ -359,19 +379,20 @@ class RedisLease:
         if not self._holds and self._renewer is not None and not self._renewing:
             self._renewer.cancel()
             self._renewer = None
-        future = self._ops.submit_nowait(("release", hold.key, hold.token))
-        self._releasing.add(future)
-        future.add_done_callback(self._released)
+        future = self._ops.submit_nowait(("release", hold.key, hold.token, ""))
+        self._releasing[hold.key] = future
+        future.add_done_callback(lambda done: self._released(hold.key, done))
 
-    def _released(self, future: asyncio.Future[bool]) -> None:
-        self._releasing.discard(future)
+    def _released(self, key: str, future: asyncio.Future[bool]) -> None:
+        if self._releasing.get(key) is future:
+            del self._releasing[key]
         if not future.cancelled() and future.exception() is not None:
             _log.warning("lease release failed (it expires in %d ms): %s", self.ttl_ms,
                          redact(str(future.exception())))
 
     async def close(self) -> None:
         if self._releasing:  # queued releases: sent before the connections go
-            await asyncio.wait(list(self._releasing), timeout=5)
+            await asyncio.wait(list(self._releasing.values()), timeout=5)
         if self._renewer is not None:
             self._renewer.cancel()
             self._renewer = None
