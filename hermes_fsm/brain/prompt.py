@@ -30,8 +30,8 @@ from typing import Any
 
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 
-__all__ = ["answer_field", "chat_messages", "clock_block", "history_block", "input_block", "memory_block",
-           "outputs_block", "plans_tools", "repair_message", "strip_fences", "summary_block",
+__all__ = ["answer_field", "chat_messages", "clock_block", "history_block", "input_block",
+           "memory_block", "outputs_block", "plans_tools", "repair_message", "strip_fences", "summary_block",
            "summary_messages", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
@@ -63,10 +63,9 @@ def clock_block(now: datetime | None) -> str:
 
     >>> from datetime import datetime
     >>> from zoneinfo import ZoneInfo
-    >>> print(clock_block(datetime(2026, 12, 1, 10, tzinfo=ZoneInfo("Asia/Shanghai"))))
-    <BLANKLINE>
-    <BLANKLINE>
-    Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai). Every date or time in a tool argument must be exact: an ISO 8601 date-time with this offset (e.g. 2026-12-01T10:00:00+08:00) or an ISO date (2026-12-01), never words like 'tomorrow'. When the user's time is unclear, ask them; never guess.
+    >>> text = clock_block(datetime(2026, 12, 1, 10, tzinfo=ZoneInfo("Asia/Shanghai")))
+    >>> text.split(". ")[0].strip()
+    'Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai)'
     """
     if now is None:
         return ""
