@@ -31,8 +31,8 @@ from typing import Any
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "history_block", "input_block",
-           "memory_block", "outputs_block", "plans_tools", "repair_message", "strip_fences", "summary_block",
-           "summary_messages", "system_prompt", "tools_block"]
+           "memory_block", "outputs_block", "plans_tools", "repair_message", "strip_fences",
+           "summary_block", "summary_messages", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
