@@ -73,8 +73,9 @@ async def test_an_unknown_store_id_is_refused_by_its_format_before_the_call() ->
 async def test_the_price_now_and_on_a_date() -> None:
     reg = registry()
     now = (await call(reg, "price_lookup", {"sku": "IP15P-256"}))["output"]
-    assert now == {"sku": "IP15P-256", "name": "iPhone 15 Pro 256GB", "currency": "CNY",
-                   "date": "2026-12-01", "price": 8499}
+    assert now == {"sku": "IP15P-256", "name": "iPhone 15 Pro 256GB",
+                   "name_zh": "iPhone 15 Pro 256GB", "currency": "CNY", "date": "2026-12-01",
+                   "price": 8499}
     then = (await call(reg, "price_lookup", {"sku": "IP15P-256", "on": "2026-11-01"}))["output"]
     assert (then["then_price"], then["change"], then["trend"]) == (8299, 200, "up")
 

@@ -44,6 +44,8 @@ from hermes_fsm.sources import Clock
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
 
 _T = TypeVar("_T")
+_IDENTIFIERS = re.compile(r"[A-Za-z]+-?\d[\w-]*|\d+")  # ids and numbers: no language
+_WORDS = re.compile(r"[^\W\d_]")
 
 
 def _cached(fn: Callable[[str], _T]) -> Callable[[str], _T]:
@@ -106,6 +108,11 @@ class RulesBrain:
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         name, params, confidence, needs_tools = self._classify(request.text)
         params = dict(params)
+        if request.history and not _WORDS.search(_IDENTIFIERS.sub("", request.text)):
+            # only an id or a number ("ORD-12345678"): the conversation's language
+            said = [m for m in request.history if m.get("role") == "user"]
+            if said:
+                params["lang"] = detect_language(said[-1].get("content", ""))
         kinds = self._time_slots.get(name)
         if kinds and any(slot in params for slot in kinds):
             exact_times(self.times, kinds, params, request.now)
