@@ -164,3 +164,22 @@ async def test_each_user_sees_their_own_calendar_over_mcp(tmp_path: Path, user: 
     assert [e["title_en"] for e in shared["output"]["events"]] == \
         ["Restock A1001 (Wireless mouse)"]  # the shared event: everyone sees it
     assert bad["error_code"] == "VALIDATION_FAILED"
+
+
+async def test_the_sdk_demo_server_serves_the_callers_day_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp
+    from mcp import types
+
+    from hermes_fsm.demo.mcp_server import build_server
+
+    monkeypatch.setenv("HERMES_DEMO_TODAY", "2026-12-01")
+    async with mcp.Client(build_server()) as client:
+        days = {}
+        for user in ("alice", "bob"):
+            request = types.CallToolRequest(params=types.CallToolRequestParams(
+                name="calendar_events", arguments={"date": "2026-12-02"},
+                _meta={"hermes-fsm/user": user}))
+            result = await client.session.send_request(request, types.CallToolResult)
+            days[user] = [e["title_en"] for e in result.structured_content["events"]]
+    assert days == {"alice": ["Internal review", "Supplier call"], "bob": ["1:1"]}
