@@ -31,7 +31,7 @@ def registry() -> ToolRegistry:
 
 async def test_every_kind_of_tool_sees_its_caller_and_only_during_the_call() -> None:
     executor = ToolExecutor(registry())
-    calls = [(f"c{i}", name, {}) for i, name in
+    calls: list[tuple[str, str, dict[str, object]]] = [(f"c{i}", name, {}) for i, name in
              enumerate(("whoami_inline", "whoami_thread", "whoami_async"))]
     alice, bob = await asyncio.gather(executor.execute(calls, caller="alice"),
                                       executor.execute(calls, caller="bob"))
