@@ -119,6 +119,15 @@ async def test_reminders_get_exact_due_times(text: str, calls: list[Any]) -> Non
     assert await planned(text) == calls
 
 
+@pytest.mark.parametrize(("text", "asked"), [
+    ("提醒我八点开会", "“八点”不是一个确切的时间"),  # 10:00 now: tonight, or tomorrow?
+    ("remind me yesterday at 3pm to call Bob", 'I can\'t pin "yesterday at 3pm" down'),
+])
+async def test_a_due_time_already_past_is_asked_for(text: str, asked: str) -> None:
+    assert await planned(text) == []
+    assert (await answer_without_tools(text)).startswith(asked)
+
+
 @pytest.mark.parametrize(("text", "date"), [
     ("帮我看看明天的日程", "2026-12-02"), ("后天有什么安排", "2026-12-03"),
     ("What's on my schedule tomorrow?", "2026-12-02"), ("show my calendar", "2026-12-01"),
