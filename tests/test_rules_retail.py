@@ -10,7 +10,7 @@ import pytest
 
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.brain.rules import RulesBrain
-from hermes_fsm.contracts.states import Intent, Plan, Response
+from hermes_fsm.contracts.states import Intent, Plan, Response, ResultReport
 from hermes_fsm.replay import offline_catalog
 from hermes_fsm.sources import FixedClock
 
@@ -173,3 +173,30 @@ async def test_a_missing_slot_is_asked_for(text: str, asked: str) -> None:
 async def test_the_warehouse_question_of_the_readme_still_plans_inventory_lookup() -> None:
     calls = await planned("How many A1001 are left in the east warehouse?")
     assert calls[0] == ("inventory_lookup", {"sku": "A1001", "warehouse": "east"})
+
+
+async def test_the_email_waits_for_the_address_and_the_report_then_is_planned() -> None:
+    """Round one plans the report and the contact; the e-mail takes their outputs, so it is
+    planned in a later round (when the engine plans again), with the exact address."""
+    text = "把 Q3 的销售数据发给李总监"
+    first = await planned(text)
+    assert [name for name, _ in first] == ["sales_report", "contact_lookup"]
+    intent = Intent.validate_output(await BRAIN.decide(BrainRequest(
+        state="INTENT", contract_name="intent", schema={}, text=text, user_id="alice",
+        now=BASE)))
+    outputs = {"sales_report": {"path": "/data/reports/sales_2026-07-01_2026-09-30.md"},
+               "contact_lookup": {"name": "李总监", "email": "li.na@example.com"}}
+    report = ResultReport.validate_output({"facts": [
+        {"id": f"fact-c{n}", "source": f"c{n}", "content": {"tool": tool, "output": output}}
+        for n, (tool, output) in enumerate(outputs.items())],
+        "violations": [], "needs_more_tools": True})
+    plan = Plan.validate_output(await BRAIN.decide(BrainRequest(
+        state="PLANNING", contract_name="plan", schema={}, text=text, user_id="alice",
+        outputs={"intent": intent, "result_report": report}, tools=CATALOG.describe(),
+        now=BASE)), {"tool_catalog": CATALOG})
+    assert [(c.tool_name, c.arguments) for c in plan.tool_calls] == [  # type: ignore[attr-defined]
+        ("send_email", {"to": "li.na@example.com",
+                        "subject": "Sales report 2026-07-01 – 2026-09-30",
+                        "body": "Sales report 2026-07-01 – 2026-09-30, attached. / "
+                                "销售数据见附件。",
+                        "attachment": "/data/reports/sales_2026-07-01_2026-09-30.md"})]

@@ -202,9 +202,10 @@ async def test_seed003_q3_sales_for_director_li(tmp_path: Path) -> None:
     await replays_clean("seed003_q3_report")
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_CONVERSATION + "send_email needs the contact's "
-                   "address from the first round (a second planning round), and its "
-                   "contract's approval: the turn ends awaiting_approval listing the e-mail")
+@pytest.mark.xfail(strict=True, reason=NEEDS_CONVERSATION + "the rules brain plans send_email "
+                   "in a later round from the first round's facts (test_rules_retail), but "
+                   "RESULT goes back to PLANNING only on failures; and the contract's approval: "
+                   "the turn ends awaiting_approval listing the e-mail")
 async def test_seed003_q3_report_is_sent_after_approval(tmp_path: Path) -> None:
     turns = await dialogue(tmp_path, ["把 Q3 的销售数据发给李总监", "确认"])
     assert turns[0]["status"] == "awaiting_approval"
