@@ -54,6 +54,7 @@ def _rules() -> RuleBook:
 def build_orchestrator() -> Orchestrator:
     """The demo tools plus ``order_status``, and a rules brain that knows when to use it."""
     tools = build_demo_registry()
+    tools.remove("order_status")  # the service's own orders replace the demo's
 
     @tools.tool(timeout_s=2)
     async def order_status(order_id: str) -> dict[str, Any]:

@@ -9,12 +9,13 @@ import pytest
 from hermes_fsm import Orchestrator, StructlogSink, ToolRegistry
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config import HermesConfig, build_orchestrator
+from hermes_fsm.demo import tools as demo_tools
 from hermes_fsm.memory import InProcessMemory, TieredMemory
 from hermes_fsm.store import InMemoryStore, SQLiteStore
 from hermes_fsm.store.lease import LocalLease
 from hermes_fsm.testing import ScriptedBrain, demo_orchestrator
 
-DEMO_TOOLS = ["create_reminder", "inventory_lookup", "list_reminders"]
+DEMO_TOOLS = list(demo_tools.DEMO_TOOLS)
 
 
 async def test_the_embedded_defaults_are_the_rules_brain_demo_tools_and_embedded_stores(

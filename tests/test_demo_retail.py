@@ -73,8 +73,9 @@ async def test_an_unknown_store_id_is_refused_by_its_format_before_the_call() ->
 async def test_the_price_now_and_on_a_date() -> None:
     reg = registry()
     now = (await call(reg, "price_lookup", {"sku": "IP15P-256"}))["output"]
-    assert now == {"sku": "IP15P-256", "name": "iPhone 15 Pro 256GB", "currency": "CNY",
-                   "date": "2026-12-01", "price": 8499}
+    assert now == {"sku": "IP15P-256", "name": "iPhone 15 Pro 256GB",
+                   "name_zh": "iPhone 15 Pro 256GB", "currency": "CNY", "date": "2026-12-01",
+                   "price": 8499}
     then = (await call(reg, "price_lookup", {"sku": "IP15P-256", "on": "2026-11-01"}))["output"]
     assert (then["then_price"], then["change"], then["trend"]) == (8299, 200, "up")
 
@@ -163,3 +164,22 @@ async def test_each_user_sees_their_own_calendar_over_mcp(tmp_path: Path, user: 
     assert [e["title_en"] for e in shared["output"]["events"]] == \
         ["Restock A1001 (Wireless mouse)"]  # the shared event: everyone sees it
     assert bad["error_code"] == "VALIDATION_FAILED"
+
+
+async def test_the_sdk_demo_server_serves_the_callers_day_too(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import mcp
+    from mcp import types
+
+    from hermes_fsm.demo.mcp_server import build_server
+
+    monkeypatch.setenv("HERMES_DEMO_TODAY", "2026-12-01")
+    async with mcp.Client(build_server()) as client:
+        days = {}
+        for user in ("alice", "bob"):
+            request = types.CallToolRequest(params=types.CallToolRequestParams(
+                name="calendar_events", arguments={"date": "2026-12-02"},
+                _meta={"hermes-fsm/user": user}))
+            result = await client.session.send_request(request, types.CallToolResult)
+            days[user] = [e["title_en"] for e in result.structured_content["events"]]
+    assert days == {"alice": ["Internal review", "Supplier call"], "bob": ["1:1"]}

@@ -301,7 +301,7 @@ def test_mcp_list_says_why_a_server_is_not_ready(tmp_path: Path,
                             "sys.exit(3)"]}}}))
     assert main(["mcp", "list", "--config", str(config)]) == 0
     out = capsys.readouterr().out
-    assert "demo: ready" in out and "protocol=2025-11-25" in out and "tools=3" in out
+    assert "demo: ready" in out and "protocol=2025-11-25" in out and "tools=4" in out
     assert "broken: failed" in out and "missing API key" in out
     assert main(["mcp", "list", "--json", "--config", str(config)]) == 0
     servers = {s["name"]: s for s in json.loads(capsys.readouterr().out)["servers"]}

@@ -7,12 +7,16 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
+from hermes_fsm.brain.openai import OpenAIBrain
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config import HermesConfig, load_config
 from hermes_fsm.contracts.formats import is_date, is_date_time
 from hermes_fsm.conversation.times import TimeResolver, UnclearTime
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.sources import FixedClock
+from hermes_fsm.testing import demo_orchestrator
 from hermes_fsm.tools.executor import ToolExecutor
 
 BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # Tuesday, 10:00 in Shanghai
@@ -139,3 +143,21 @@ async def test_a_date_argument_is_checked_as_a_date() -> None:
          ("c2", "price_lookup", {"sku": "IP15-128", "on": "2026-11-01"})], caller="alice")
     assert bad["error_code"] == "VALIDATION_FAILED" and "'Q3' is not a 'date'" in bad["message"]
     assert good["success"] is True
+
+
+async def test_the_turns_clock_is_the_base_of_the_brains_times() -> None:
+    brain = RulesBrain(timezone="Asia/Shanghai")  # its own clock is the wall clock
+    orchestrator = demo_orchestrator(brain=brain, clock=FixedClock(BASE))
+    result = await orchestrator.run_turn("s", "remind me to call Bob tomorrow at 3pm",
+                                         user_id="alice")
+    [started] = [e for e in result.events if e.kind == "tool_call_started"]
+    assert started.arguments == {"text": "call Bob", "due": "2026-12-02T15:00:00+08:00"}
+
+
+def test_a_model_is_told_the_turns_time_in_the_configured_zone() -> None:
+    brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", timezone="Asia/Shanghai")
+    request = BrainRequest(state="PLANNING", contract_name="plan", schema={"type": "object"},
+                           text="remind me tomorrow at 3pm", user_id="u", now=BASE)
+    system = brain._body(request, stream=False)["messages"][0]["content"]
+    assert "Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai)" in system
+    assert "never words like 'tomorrow'" in system

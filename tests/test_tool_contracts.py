@@ -16,7 +16,7 @@ from hermes_fsm.contracts.tools import (
     load_tool_contract,
     load_tool_contracts,
 )
-from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.demo.tools import DEMO_TOOLS, build_demo_registry
 from hermes_fsm.errors import ContractCheckFailed, ContractError
 from hermes_fsm.tools.registry import ToolRegistry
 
@@ -134,9 +134,8 @@ def test_a_callable_binds_to_a_hand_written_contract(tmp_path: Path) -> None:
 def test_exported_contracts_round_trip_and_pass_the_check(tmp_path: Path) -> None:
     registry = build_demo_registry()
     written = export_tool_contracts(registry, tmp_path)
-    assert sorted(p.name for p in written) == ["create_reminder.yaml", "inventory_lookup.yaml",
-                                               "list_reminders.yaml"]
-    assert check_tool_contracts(registry, tmp_path) == 3
+    assert sorted(p.name for p in written) == [f"{n}.yaml" for n in DEMO_TOOLS]
+    assert check_tool_contracts(registry, tmp_path) == len(DEMO_TOOLS)
     pinned = load_tool_contract(tmp_path / "inventory_lookup.yaml")
     assert dump_tool_contract(pinned) == (tmp_path / "inventory_lookup.yaml").read_text()
 

@@ -40,6 +40,8 @@ import os
 import random
 import time
 from collections.abc import Mapping
+from dataclasses import replace
+from datetime import tzinfo
 from typing import Any, Literal
 
 import httpx
@@ -47,6 +49,7 @@ import httpx
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
+from hermes_fsm.conversation.times import zone_of
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
 
 __all__ = ["AnswerTextStream", "OpenAIBrain"]
@@ -80,8 +83,10 @@ class OpenAIBrain:
                  structured_output: Literal["auto", "json_schema", "json_object"] = "auto",
                  temperature: float | None = None, max_tokens: int | None = None,
                  backoff_s: float = 0.5, max_backoff_s: float = 20.0,
-                 client: httpx.AsyncClient | None = None, sleep: Any = None) -> None:
+                 client: httpx.AsyncClient | None = None, sleep: Any = None,
+                 timezone: str | tzinfo | None = None) -> None:
         self.name = f"openai:{model}"
+        self.zone = zone_of(timezone)  # the model is told the turn's time in this zone
         self.base_url = base_url.rstrip("/")
         self.endpoint = f"{self.base_url}/chat/completions"
         self.model = model
@@ -103,7 +108,8 @@ class OpenAIBrain:
         self._counter: _Counter | bool | None = False  # the tokenize endpoint; False: unknown
 
     @classmethod
-    def from_config(cls, config: Any, environ: Mapping[str, str] | None = None) -> OpenAIBrain:
+    def from_config(cls, config: Any, environ: Mapping[str, str] | None = None, *,
+                    timezone: str | tzinfo | None = None) -> OpenAIBrain:
         """The brain a :class:`~hermes_fsm.config.settings.BrainConfig` of ``kind: openai``
         describes.
 
@@ -120,7 +126,8 @@ class OpenAIBrain:
                                   "api_key_env for a server without keys")
         return cls(config.base_url, config.model, api_key=key, timeout_s=config.timeout_s,
                    max_retries=config.max_retries, structured_output=config.structured_output,
-                   temperature=config.temperature, max_tokens=config.max_tokens)
+                   temperature=config.temperature, max_tokens=config.max_tokens,
+                   timezone=timezone)
 
     # --- the Brain protocol ---------------------------------------------------------------
 
@@ -196,6 +203,8 @@ class OpenAIBrain:
         return self._client
 
     def _body(self, request: BrainRequest, stream: bool) -> dict[str, Any]:
+        if request.now is not None:  # the turn's time, in the configured zone's offset
+            request = replace(request, now=request.now.astimezone(self.zone))
         body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request)}
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {

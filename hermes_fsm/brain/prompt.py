@@ -25,13 +25,14 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 
-__all__ = ["answer_field", "chat_messages", "history_block", "input_block", "memory_block",
-           "outputs_block", "plans_tools", "repair_message", "strip_fences", "summary_block",
-           "summary_messages", "system_prompt", "tools_block"]
+__all__ = ["answer_field", "chat_messages", "clock_block", "history_block", "input_block",
+           "memory_block", "outputs_block", "plans_tools", "repair_message", "strip_fences",
+           "summary_block", "summary_messages", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -44,7 +45,7 @@ def system_prompt(request: BrainRequest) -> str:
     key = (request.state, request.contract_name, id(request.schema))
     cached = _SYSTEM.get(key)
     if cached is not None and cached[0] is request.schema:
-        return cached[1]
+        return cached[1] + clock_block(request.now)
     schema = json.dumps(request.schema, ensure_ascii=False, separators=(",", ":"))
     text = (
         f"You are the {request.state} step of an agent that answers a user. "
@@ -54,7 +55,26 @@ def system_prompt(request: BrainRequest) -> str:
     if len(_SYSTEM) >= 256:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
-    return text
+    return text + clock_block(request.now)
+
+
+def clock_block(now: datetime | None) -> str:
+    """The turn's time and the rule for times in tool arguments ("" without a time).
+
+    >>> from datetime import datetime
+    >>> from zoneinfo import ZoneInfo
+    >>> text = clock_block(datetime(2026, 12, 1, 10, tzinfo=ZoneInfo("Asia/Shanghai")))
+    >>> text.split(". ")[0].strip()
+    'Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai)'
+    """
+    if now is None:
+        return ""
+    iso = now.isoformat(timespec="seconds")
+    zone = getattr(now.tzinfo, "key", None) or now.strftime("UTC%z")
+    return (f"\n\nNow: {iso} ({now:%A}, timezone {zone}). Every date or time in a tool "
+            f"argument must be exact: an ISO 8601 date-time with this offset (e.g. {iso}) or "
+            f"an ISO date ({now.date().isoformat()}), never words like 'tomorrow'. When the "
+            "user's time is unclear, ask them; never guess.")
 
 
 _SYSTEM: dict[tuple[str, str, int], tuple[Any, str]] = {}

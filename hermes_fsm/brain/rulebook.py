@@ -29,6 +29,7 @@ _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _SPACES = re.compile(r"\s+")
 _UPPER = re.compile(r"(?<![\\?])[A-Z]")  # an upper-case letter, not \W nor (?P<
 _REF = re.compile(r"^\{(\w+)(\?)?\}$")
+_FACT_REF = re.compile(r"^\{@([\w.-]+)\.(\w+)\}$")  # "{@contact_lookup.email}"
 
 TimeKind = Literal["instant", "day", "range", "reference_day"]
 """How an intent's time slot is made exact (:mod:`hermes_fsm.conversation.times`):
@@ -167,9 +168,10 @@ class PlannedCall(_Rules):
 
     @model_validator(mode="after")
     def _check(self) -> PlannedCall:
-        if extra := _fields_of(self.reasoning) - set(self.required):
+        needed = [*self.required, *self.requires]
+        if extra := _fields_of(self.reasoning) - set(needed):
             raise ValueError(f"reasoning uses {sorted(extra)}; use only required slots "
-                             f"({', '.join(self.required) or 'none'})")
+                             f"({', '.join(needed) or 'none'})")
         return self
 
     @cached_property
@@ -183,14 +185,33 @@ class PlannedCall(_Rules):
         """The slots the call cannot be made without."""
         return [slot for slot, optional in self.refs.values() if not optional]
 
-    def arguments_for(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
-        """The arguments filled from ``params``; ``None`` when a required slot is missing
-        (or a slot of ``requires``)."""
+    @cached_property
+    def fact_refs(self) -> dict[str, tuple[str, str]]:
+        """Argument → (tool, field) for ``"{@tool.field}"`` arguments: a field of an earlier
+        call's output in this turn (the call waits for a later planning round)."""
+        return {arg: (m[1], m[2]) for arg, v in self.arguments.items()
+                if isinstance(v, str) and (m := _FACT_REF.match(v))}
+
+    def arguments_for(self, params: Mapping[str, Any],
+                      facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The arguments filled from ``params`` (and ``facts``: tool name → its output);
+        ``None`` when a required slot is missing (or a slot of ``requires``, or a fact)."""
         if any(slot not in params for slot in self.requires):
             return None
-        args, refs = {}, self.refs
+        args, refs, fact_refs = {}, self.refs, self.fact_refs
         for arg, value in self.arguments.items():
-            if arg not in refs:
+            if arg in fact_refs:
+                tool, field = fact_refs[arg]
+                output = (facts or {}).get(tool)
+                if not isinstance(output, Mapping) or field not in output:
+                    return None
+                args[arg] = output[field]
+            elif arg not in refs and isinstance(value, str) and "{" in value:
+                try:  # a text with slots in it ("Sales {period_start} – {period_end}")
+                    args[arg] = value.format_map(params)
+                except (KeyError, ValueError, IndexError):
+                    return None
+            elif arg not in refs:
                 args[arg] = value
             elif refs[arg][0] in params:
                 args[arg] = params[refs[arg][0]]

@@ -46,6 +46,8 @@ from hermes_fsm.sources import Clock
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
 
 _T = TypeVar("_T")
+_IDENTIFIERS = re.compile(r"[A-Za-z]+-?\d[\w-]*|\d+")  # ids and numbers: no language
+_WORDS = re.compile(r"[^\W\d_]")
 
 
 def _cached(fn: Callable[[str], _T]) -> Callable[[str], _T]:
@@ -112,6 +114,11 @@ class RulesBrain:
             return resolved
         name, params, confidence, needs_tools = classified
         params = dict(params)
+        if request.history and not _WORDS.search(_IDENTIFIERS.sub("", request.text)):
+            # only an id or a number ("ORD-12345678"): the conversation's language
+            said = [m for m in request.history if m.get("role") == "user"]
+            if said:
+                params["lang"] = detect_language(said[-1].get("content", ""))
         kinds = self._time_slots.get(name)
         if kinds and any(slot in params for slot in kinds):
             exact_times(self.times, kinds, params, request.now)
@@ -139,13 +146,14 @@ class RulesBrain:
     def _plan(self, request: BrainRequest) -> dict[str, Any]:
         intent, outputs = request.outputs.get("intent"), request.outputs
         tools = {tool.name: tool for tool in request.tools}
-        if "result_report" in outputs:  # a later round: only retry calls that may pass now
-            done = zip(_get(outputs.get("plan"), "tool_calls") or (),
+        if "result_report" in outputs:  # a later round: retry what may pass now, and make
+            done = zip(_get(outputs.get("plan"), "tool_calls") or (),  # the calls that waited
                        _get(outputs.get("execution_results"), "results") or (), strict=False)
             return {"tool_calls": [
                 {**call.model_dump(), "reasoning_trace": f"Retry: {result.message}"}
                 for call, result in done
-                if not result.success and result.retryable and call.tool_name in tools]}
+                if not result.success and result.retryable and call.tool_name in tools
+            ] + self._waiting_calls(intent, outputs, tools)}
         if intent is None:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
@@ -175,6 +183,26 @@ class RulesBrain:
             {"tool_name": p.tool, "arguments": a, "cites": cited,
              "reasoning_trace": p.reasoning.format_map(params) + _citing(cited)}
             for p, a in calls], "missing_slots": missing if not calls else []}
+
+    def _waiting_calls(self, intent: Any, outputs: Mapping[str, Any],
+                       tools: Mapping[str, ToolDescription]) -> list[dict[str, Any]]:
+        """The intent's calls that take an earlier call's output (``"{@tool.field}"``), now
+        that the facts are there, unless made already this turn."""
+        facts: dict[str, Any] = {}
+        for fact in _get(outputs.get("result_report"), "facts") or ():
+            tool = _get(fact.content, "tool")
+            if tool is not None:
+                facts.setdefault(tool, _get(fact.content, "output"))
+        params = _get(intent, "parameters") or {}
+        calls = []
+        for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
+            if not planned.fact_refs or planned.tool in facts or planned.tool not in tools:
+                continue
+            args = planned.arguments_for(params, facts)
+            if args is not None:
+                calls.append({"tool_name": planned.tool, "arguments": args,
+                              "reasoning_trace": planned.reasoning.format_map(params)})
+        return calls
 
     def _response(self, request: BrainRequest) -> dict[str, Any]:
         outputs, rules, answers = request.outputs, self.rules, self.rules.answers

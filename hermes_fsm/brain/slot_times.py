@@ -2,7 +2,8 @@
 ``times`` (seed 001 §6.3 — no tool ever sees "明天上午十点", only ``2026-12-02T10:00:00+08:00``).
 
 A slot the resolver cannot make exact is taken out (so no call is planned with it) and
-its text kept as ``<slot>_unclear``: the answer asks for the time instead of guessing.
+its text kept as ``<slot>_unclear``: the answer asks for the time instead of guessing. So
+is an ``instant`` already past ("八点" said at 10:00: tonight, or tomorrow morning?).
 
 >>> from datetime import datetime, UTC
 >>> from hermes_fsm.conversation.times import TimeResolver
@@ -51,6 +52,11 @@ def exact_times(resolver: TimeResolver, kinds: Mapping[str, TimeKind], params: d
             params[f"{slot}_unclear"] = raw  # a day, not a time: ask for the time
             params.setdefault("time_problem", "it gives a day but no time of day")
             params[f"{slot}_date"] = found.first_day()
+            continue
+        if kind == "instant" and found.start < resolver.now(now).replace(second=0,
+                                                                         microsecond=0):
+            params[f"{slot}_unclear"] = raw  # "八点" at 10:00: tonight, or tomorrow?
+            params.setdefault("time_problem", "it is already past")
             continue
         if kind in ("day", "reference_day") and found.grain == "span":
             params[f"{slot}_unclear"] = raw

@@ -56,7 +56,7 @@ def build_brain(config: HermesConfig) -> Brain:
         ConfigError: the rules file is malformed, or the OpenAI brain is misconfigured.
     """
     if config.brain.kind == "openai":
-        return OpenAIBrain.from_config(config.brain)
+        return OpenAIBrain.from_config(config.brain, timezone=config.timezone)
     if config.brain.rules_file is not None:
         return RulesBrain.from_file(config.brain.rules_file, timezone=config.timezone)
     return RulesBrain(timezone=config.timezone)

@@ -21,7 +21,8 @@ import jsonschema
 
 __all__ = ["FAST_FORMATS", "FORMAT_CHECKER", "is_date", "is_date_time"]
 
-_DATE_TIME = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$")
+_DATE_TIME = re.compile(
+    r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 
 

@@ -68,7 +68,7 @@ def _user_calendars() -> dict[str, Any]:
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "data",
                         "retail.yaml")
     with open(path, encoding="utf-8") as data:
-        doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506
+        doc = yaml.load(data, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     return dict(doc["calendar"])
 
 

@@ -6,6 +6,7 @@ Run it over stdio (what the embedded configuration does) or streamable HTTP::
     python -m hermes_fsm.demo.mcp_server --http --port 8931    # http://127.0.0.1:8931/mcp
 
 Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SKU),
+``calendar_events`` (the caller's day: the user comes from the call's ``_meta``),
 ``create_reminder``, ``count_slowly`` (reports progress), ``server_pid`` (tests kill the
 process by it), ``add_tool`` (adds a tool at run time and announces
 ``tools/list_changed``). Resources: ``demo://calendar`` (every event as JSON). Prompts:
@@ -20,7 +21,8 @@ import argparse
 import asyncio
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
@@ -28,9 +30,11 @@ from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
 from hermes_fsm.demo import calendar as demo_calendar
-from hermes_fsm.demo.calendar import CALENDAR, CALENDAR_QUERY
+from hermes_fsm.demo.calendar import CALENDAR, CALENDAR_EVENTS, CALENDAR_QUERY
 
 __all__ = ["build_server", "main"]
+
+_USER_META = "hermes-fsm/user"  # hermes_fsm.tools.calling.CALLER_META
 
 class Event(TypedDict):
     """A calendar entry."""
@@ -45,6 +49,22 @@ class Events(TypedDict):
 
     query: str
     events: list[Event]
+
+
+class DayEvent(TypedDict):
+    """An event of a user's day."""
+
+    start: str
+    end: str
+    title: str
+    title_en: str
+
+
+class Day(TypedDict):
+    """What calendar_events returns."""
+
+    date: str
+    events: list[DayEvent]
 
 
 class Reminder(TypedDict):
@@ -69,6 +89,17 @@ def build_server() -> MCPServer:
     read_only = ToolAnnotations(read_only_hint=True)
 
     server.tool(annotations=read_only, description=CALENDAR_QUERY)(calendar_query)
+
+    @server.tool(annotations=read_only, description=CALENDAR_EVENTS)
+    def calendar_events(date: str, ctx: Context) -> Day:
+        meta: Any = ctx.request_context.meta  # the caller, from the client (never an argument)
+        if not isinstance(meta, Mapping):
+            meta = getattr(meta, "model_extra", None) or {}
+        user = meta.get(_USER_META)
+        found = demo_calendar.calendar_events(date, str(user) if user else None)
+        return Day(date=found["date"], events=[
+            DayEvent(start=e["start"], end=e["end"], title=e["title"], title_en=e["title_en"])
+            for e in found["events"]])
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     def create_reminder(text: str, due: str) -> Reminder:

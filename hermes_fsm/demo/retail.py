@@ -125,4 +125,4 @@ def _month_end(first: date) -> date:
 def _default() -> RetailData:
     text = resources.files("hermes_fsm").joinpath("data/retail.yaml").read_text("utf-8")
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return RetailData(yaml.load(text, Loader=loader))  # noqa: S506 - a safe loader
+    return RetailData(yaml.load(text, Loader=loader))

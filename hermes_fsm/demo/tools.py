@@ -173,7 +173,8 @@ def build_demo_registry(*, clock: Clock | None = None, timezone: str | tzinfo | 
         stock = retail.store_stock(product["sku"], store, today())
         if stock is None:
             raise _not_found(f"{shop['name_en']} ({store}) does not carry {product['sku']}")
-        return {"sku": product["sku"], "name": product["name"], "store": store,
+        return {"sku": product["sku"], "name": product["name"], "name_zh": product["zh"],
+                "store": store,
                 "store_name": shop["name"], "store_name_en": shop["name_en"],
                 "units": stock["units"], "restock_date": stock["eta"]}
 
@@ -185,7 +186,8 @@ def build_demo_registry(*, clock: Clock | None = None, timezone: str | tzinfo | 
         if product is None or price is None:
             raise _not_found(f"no price history for {sku!r}")
         found: dict[str, Any] = {"sku": product["sku"], "name": product["name"],
-                                 "currency": "CNY", "date": now.isoformat(), "price": price}
+                                 "name_zh": product["zh"], "currency": "CNY",
+                                 "date": now.isoformat(), "price": price}
         if on is not None:
             then = retail.price_on(sku, now, date.fromisoformat(on))
             if then is not None:
@@ -204,6 +206,7 @@ def build_demo_registry(*, clock: Clock | None = None, timezone: str | tzinfo | 
         product = retail.product(order["sku"])
         found: dict[str, Any] = {"order_id": order["id"], "sku": order["sku"],
                                  "name": product["name"] if product else order["sku"],
+                                 "name_zh": product["zh"] if product else order["sku"],
                                  "qty": order["qty"], "status": order["status"]}
         for key in ("ordered", "promised", "shipped", "delivered"):
             if f"{key}_day" in order:
