@@ -117,3 +117,10 @@ def pg_mark_idem(dsn: str, table: str, token: str, seconds: float = 0.0) -> dict
 _pg_idem = registry.get("pg_mark_idem")
 assert _pg_idem.contract is not None
 _pg_idem.contract = _pg_idem.contract.model_copy(update={"idempotent": True})
+
+
+@registry.tool(description="Sleep 10 ms, blocking (bench/bus.py: long queues, long timeout).",
+               timeout_s=600.0)
+def tick() -> dict[str, Any]:
+    time.sleep(0.01)
+    return {"ticked": True}

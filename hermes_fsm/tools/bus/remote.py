@@ -10,7 +10,8 @@ keeps seeing a :class:`~hermes_fsm.tools.executor.ToolExecutor`.
 A reply maps onto the executor's envelope: ``EXECUTE_RESULT`` is the output,
 ``EXECUTE_ERROR`` a :class:`~hermes_fsm.errors.ToolCallFailed` with its code, and
 ``EXECUTE_TIMEOUT`` a ``TIMEOUT`` failure — retryable only for an idempotent tool
-that no worker took (otherwise its effect is unknown).
+that no worker took (otherwise its effect is unknown). A bus that fails under the send
+(Redis away) is ``SERVER_UNAVAILABLE``, retryable for an idempotent tool only.
 """
 
 from __future__ import annotations
@@ -76,7 +77,14 @@ class RemoteCall:
     async def __call__(self, **arguments: Any) -> Any:
         """Send the call and return its output, or raise its structured failure."""
         request = self.request(arguments)
-        reply = await self.bus.call(request, self.group)
+        try:
+            reply = await self.bus.call(request, self.group)
+        except ToolCallFailed:
+            raise
+        except Exception as exc:  # the bus is away: the request may or may not be out
+            raise ToolCallFailed(
+                "SERVER_UNAVAILABLE", f"the bus ({self.bus.name}) failed sending "
+                f"{self.tool.name}: {type(exc).__name__}: {exc}", request.idempotent) from exc
         if reply.kind == "EXECUTE_RESULT":
             return reply.output_data
         if reply.kind == "EXECUTE_ERROR":

@@ -36,6 +36,7 @@ from pydantic_core import from_json
 
 __all__ = ["InlineRunner", "SandboxLimits", "SandboxOutcome", "SandboxPool"]
 
+_CHILD = "import sys; from hermes_fsm.tools.bus.child import main; sys.exit(main(sys.argv[1:]))"
 _READ_LIMIT = 64 * 1024 * 1024  # an answer's line; the executor bounds outputs further
 
 
@@ -129,7 +130,7 @@ class SandboxPool:
             account = pwd.getpwnam(self.limits.user)
             os.chown(workdir, account.pw_uid, account.pw_gid)
         process = await asyncio.create_subprocess_exec(
-            self.python, "-m", "hermes_fsm.tools.bus.child", self.target,
+            self.python, "-c", _CHILD, self.target,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=None, cwd=workdir, env=self._env(workdir), start_new_session=True,
             limit=_READ_LIMIT)

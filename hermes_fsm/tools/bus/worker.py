@@ -212,9 +212,17 @@ class Worker:
                 reason="past its answer deadline when a worker took it; not run"), delivery)
             return
         spec = self.tools.get(request.tool_name)
-        await bus.reply(request.reply_to, ExecuteAck(
-            request_id=rid, worker_id=self.worker_id, scheduled_at=time.time(),
-            delivery=delivery.count))
+        acked = asyncio.get_running_loop().create_task(bus.reply(  # not in the call's path
+            request.reply_to, ExecuteAck(request_id=rid, worker_id=self.worker_id,
+                                         scheduled_at=time.time(), delivery=delivery.count)))
+        try:
+            await self._run(request, spec, delivery)
+        finally:
+            await acked  # its failure (the bus away) leaves the entry pending
+
+    async def _run(self, request: ExecuteRequest, spec: ToolSpec | None,
+                   delivery: Delivery) -> None:
+        rid, group = request.request_id, self.group
         if spec is None:
             await self._answer(request, self._error(
                 request, "UNKNOWN_TOOL", f"worker {self.worker_id} (group {group}) does not "
@@ -279,9 +287,7 @@ class Worker:
 
     async def _answer(self, request: ExecuteRequest, reply: Reply, delivery: Delivery
                       ) -> None:
-        if request.reply_to:
-            await self.bus.reply(request.reply_to, reply)
-        await self.bus.ack(self.group, delivery.entry_id)
+        await self.bus.finish(request.reply_to, reply, self.group, delivery.entry_id)
 
 
 def specs_of(registry: Any, names: Any = None) -> dict[str, ToolSpec]:
