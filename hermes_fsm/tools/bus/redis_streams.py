@@ -105,6 +105,7 @@ class RedisStreamsBus:
             aioredis = _redis()
             pool = aioredis.BlockingConnectionPool.from_url(  # a burst waits for a connection
                 self.url, max_connections=self.max_connections, timeout=10,
+                client_name=f"hermes-bus:{self.process_id}",
                 socket_connect_timeout=2.0, health_check_interval=10, retry_on_timeout=True)
             self._client = aioredis.Redis(connection_pool=pool)
         return self._client
