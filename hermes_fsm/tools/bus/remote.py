@@ -27,7 +27,7 @@ from hermes_fsm.tools.bus.protocol import Bus
 from hermes_fsm.tools.executor import current_call
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["RemoteCall", "serve_over_bus"]
+__all__ = ["RemoteCall", "bus_readiness", "serve_over_bus"]
 
 
 class RemoteCall:
@@ -117,3 +117,32 @@ def serve_over_bus(registry: ToolRegistry, bus: Bus, group: str = "default",
         registry.add(remote)
         replaced.append(tool.name)
     return replaced
+
+
+async def bus_readiness(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
+    """One readiness check per bus tool group of ``registry``: ``ready`` when a live worker
+    (its heartbeat not expired) serves every tool the registry sends to that group.
+
+    ``{}`` when no tool goes over a bus. A bus that cannot be asked is not ready (the
+    error is the check's).
+    """
+    groups: dict[tuple[int, str], tuple[Bus, set[str]]] = {}
+    for tool in registry.tools():
+        fn = tool.fn
+        if isinstance(fn, RemoteCall):
+            _bus, names = groups.setdefault((id(fn.bus), fn.group), (fn.bus, set()))
+            names.add(tool.name)
+    checks: dict[str, dict[str, Any]] = {}
+    for (_key, group), (bus, names) in groups.items():
+        try:
+            workers = [w for w in await bus.workers() if w.group == group]
+        except Exception as exc:  # reported in the readiness document, not raised
+            checks[f"bus:{group}"] = {"ready": False, "bus": bus.name,
+                                      "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        served = set().union(*(set(w.tools) for w in workers)) if workers else set()
+        missing = sorted(names - served)
+        checks[f"bus:{group}"] = {"ready": not missing, "bus": bus.name,
+                                  "workers": [w.worker_id for w in workers],
+                                  "tools": sorted(names), "unserved": missing}
+    return checks
