@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hermes_fsm.errors import ToolCallFailed
-from hermes_fsm.tools.bus.messages import CallerInfo, ExecuteRequest, RetryInfo
+from hermes_fsm.tools.bus.messages import CallerInfo, ExecuteRequest, Reply, RetryInfo
 from hermes_fsm.tools.bus.protocol import Bus
+from hermes_fsm.tools.bus.tracing import request_span, trace_context
 from hermes_fsm.tools.executor import current_call
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
@@ -39,7 +40,8 @@ class RemoteCall:
         tool: the local tool it stands for (its contract names version, timeout, retry
             policy and idempotency).
         registry: resolves the caller's roles and grants, sent with the request.
-        trace: returns the trace context to carry (``{}`` when tracing is off).
+        trace: returns the trace context to carry (default: OpenTelemetry's current one,
+            ``{}`` when tracing is off; see :mod:`~.tracing`).
     """
 
     def __init__(self, bus: Bus, group: str, tool: Tool, registry: ToolRegistry,
@@ -72,19 +74,19 @@ class RemoteCall:
             input_params=arguments, timeout_ms=max(1, int(self.tool.timeout_s * 1000)),
             retry_policy=RetryInfo(attempt=attempt, max_attempts=contract.retry.max_attempts),
             caller=CallerInfo(user_id=caller.user_id, roles=caller.roles, grants=caller.grants),
-            trace=self.trace() if self.trace is not None else {}, sent_at=time.time())
+            trace=self.trace() if self.trace is not None else trace_context(),
+            sent_at=time.time())
 
     async def __call__(self, **arguments: Any) -> Any:
         """Send the call and return its output, or raise its structured failure."""
-        request = self.request(arguments)
-        try:
-            reply = await self.bus.call(request, self.group)
-        except ToolCallFailed:
-            raise
-        except Exception as exc:  # the bus is away: the request may or may not be out
-            raise ToolCallFailed(
-                "SERVER_UNAVAILABLE", f"the bus ({self.bus.name}) failed sending "
-                f"{self.tool.name}: {type(exc).__name__}: {exc}", request.idempotent) from exc
+        context = current_call.get()
+        with request_span(self.tool.name, context.call_id if context else "") as span:
+            request = self.request(arguments)
+            span.set_attribute("hermes.request_id", request.request_id)
+            span.set_attribute("hermes.attempt", request.retry_policy.attempt)
+            reply = await self._send(request)
+            span.set_attribute("hermes.outcome", reply.kind if reply.kind != "EXECUTE_ERROR"
+                               else reply.error_code)
         if reply.kind == "EXECUTE_RESULT":
             return reply.output_data
         if reply.kind == "EXECUTE_ERROR":
@@ -95,6 +97,16 @@ class RemoteCall:
             "TIMEOUT", f"{self.tool.name} got no answer over the bus within "
             f"{request.timeout_ms / 1000:g}s ({reply.reason}; request {request.request_id})",
             idempotent and untaken)
+
+    async def _send(self, request: ExecuteRequest) -> Reply:
+        try:
+            return await self.bus.call(request, self.group)
+        except ToolCallFailed:
+            raise
+        except Exception as exc:  # the bus is away: the request may or may not be out
+            raise ToolCallFailed(
+                "SERVER_UNAVAILABLE", f"the bus ({self.bus.name}) failed sending "
+                f"{self.tool.name}: {type(exc).__name__}: {exc}", request.idempotent) from exc
 
 
 def serve_over_bus(registry: ToolRegistry, bus: Bus, group: str = "default",

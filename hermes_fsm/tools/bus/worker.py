@@ -49,6 +49,7 @@ from hermes_fsm.tools.bus.messages import (
 )
 from hermes_fsm.tools.bus.protocol import Bus, BusEvent, Delivery, WorkerInfo, log_event
 from hermes_fsm.tools.bus.sandbox import SandboxOutcome
+from hermes_fsm.tools.bus.tracing import execute_span
 
 __all__ = ["EffectsFence", "Runner", "ToolSpec", "Worker", "specs_of"]
 
@@ -239,8 +240,15 @@ class Worker:
                     await self._answer(request, recorded, delivery)
                     return
                 self.reruns += 1
-        outcome = await self.runner.run(request.tool_name, dict(request.input_params),
-                                        request.tool_budget_s)
+        attributes = {"hermes.tool": request.tool_name, "hermes.request_id": rid,
+                      "hermes.call_id": request.call_id, "hermes.worker": self.worker_id,
+                      "hermes.attempt": request.retry_policy.attempt,
+                      "hermes.delivery": delivery.count,
+                      "hermes.session_id": request.session_id or ""}
+        with execute_span(request.trace, attributes) as span:
+            outcome = await self.runner.run(request.tool_name, dict(request.input_params),
+                                            request.tool_budget_s)
+            span.set_attribute("hermes.outcome", "ok" if outcome.ok else outcome.code)
         reply: Reply
         if outcome.ok:
             reply = ExecuteResult(request_id=rid, output_data=outcome.output,
