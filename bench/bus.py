@@ -51,9 +51,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _registry():  # a fresh copy of the test tools: serve_over_bus replaces them in place
-    import importlib
-
-    return importlib.reload(bench_tools).registry
+    return bench_tools.build_registry()
 
 
 async def _latencies(executor: ToolExecutor, tool: str, args: dict, n: int) -> list[float]:

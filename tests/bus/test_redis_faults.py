@@ -4,7 +4,6 @@ the orchestrator's and the worker's sides reconnect by themselves."""
 from __future__ import annotations
 
 import asyncio
-import importlib
 import uuid
 from collections import Counter
 
@@ -42,7 +41,7 @@ async def test_killed_connections_during_a_burst_lose_no_call():
     worker_registry = test_tools.registry
     worker = Worker(served, "default", specs_of(worker_registry), InlineRunner(worker_registry),
                     concurrency=16, heartbeat_s=0.2, on_event=events)
-    registry = importlib.reload(test_tools).registry
+    registry = test_tools.build_registry()
     serve_over_bus(registry, caller)
     executor = ToolExecutor(registry, sleep=lambda _s: asyncio.sleep(0.05))
     admin = Redis.from_url(REDIS_URL)

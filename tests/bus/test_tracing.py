@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import importlib
 
 import pytest
 from opentelemetry import trace
@@ -35,7 +34,7 @@ async def test_one_trace_runs_from_the_caller_down_to_the_workers_execution(span
     bus = InProcessBus()
     worker = Worker(bus, "default", specs_of(worker_registry), InlineRunner(worker_registry),
                     heartbeat_s=0.2)
-    registry = importlib.reload(test_tools).registry
+    registry = test_tools.build_registry()
     serve_over_bus(registry, bus)
     executor = ToolExecutor(registry)
     stop = asyncio.Event()

@@ -124,6 +124,12 @@ class RedisStreamsBus:
                 raise
         self._groups_made.add(group)
 
+    def _lost_group(self, group: str, exc: Exception) -> None:
+        """A Redis restarted without persistence has lost the stream and its consumer
+        group (``NOGROUP``): make them again at the next call."""
+        if "NOGROUP" in str(exc):
+            self._groups_made.discard(group)
+
     # --- the orchestrator side -------------------------------------------------------------
 
     async def call(self, request: ExecuteRequest, group: str) -> Reply:
@@ -180,8 +186,12 @@ class RedisStreamsBus:
                    block_s: float) -> list[Delivery]:
         """See :meth:`Bus.take`."""
         await self._ensure_group(group)
-        got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
-                                           count=count, block=max(1, int(block_s * 1000)))
+        try:
+            got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
+                                               count=count, block=max(1, int(block_s * 1000)))
+        except Exception as exc:
+            self._lost_group(group, exc)
+            raise
         return [Delivery(_text(entry_id), group, fields.get(b"m"), 1)
                 for _stream, entries in got or () for entry_id, fields in entries]
 
@@ -189,9 +199,13 @@ class RedisStreamsBus:
         """See :meth:`Bus.reclaim`."""
         await self._ensure_group(group)
         stream = self._requests(group)
-        result = await self.client.xautoclaim(stream, _GROUP, consumer,
-                                              int(self.visibility_timeout_s * 1000),
-                                              start_id="0-0", count=count)
+        try:
+            result = await self.client.xautoclaim(stream, _GROUP, consumer,
+                                                  int(self.visibility_timeout_s * 1000),
+                                                  start_id="0-0", count=count)
+        except Exception as exc:
+            self._lost_group(group, exc)
+            raise
         entries, deleted = result[1], (result[2] if len(result) > 2 else [])
         for entry_id in deleted:  # trimmed while pending: nothing left to serve
             await self.client.xack(stream, _GROUP, entry_id)

@@ -185,7 +185,15 @@ class SandboxPool:
         """Run one call in an idle child; killed (and replaced) at ``budget_s``."""
         await self.start()
         started = time.perf_counter()
-        child = await self._idle.get()
+        try:  # the wait for a free child counts against the budget too
+            async with asyncio.timeout(budget_s):
+                child = await self._idle.get()
+        except TimeoutError:
+            return SandboxOutcome(False, code="SERVER_UNAVAILABLE", retryable=True,
+                                  message=f"no sandbox of the pool was free within {tool}'s "
+                                  f"budget of {budget_s:g}s; it was not started",
+                                  duration_ms=(time.perf_counter() - started) * 1000)
+        budget_s = max(0.001, budget_s - (time.perf_counter() - started))
         process = child.process
         assert process.stdin is not None and process.stdout is not None
         line = json.dumps({"tool": tool, "arguments": arguments}).encode() + b"\n"
