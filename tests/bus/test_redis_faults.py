@@ -77,3 +77,22 @@ async def test_killed_connections_during_a_burst_lose_no_call():
     print(f"killed {killed} connections; outcomes {dict(outcomes)}; "
           f"reconnections {len(events.named('bus.reconnecting'))}")
     assert after["success"]  # both sides reconnected by themselves
+
+
+async def test_a_redis_that_lost_its_streams_is_served_again():
+    need(REDIS_URL, 6379, "Redis")
+    from tests.bus.conftest import drop_bus, make_bus, request, running
+
+    events = Events()
+    bus = make_bus("redis", events, visibility_timeout_s=0.5)
+    try:
+        async with running(bus):
+            first = await bus.call(request("noop"), "default")
+            # Redis restarted without persistence: the streams and the consumer group are gone
+            await bus.client.delete(f"{bus.prefix}:req:default")
+            await asyncio.sleep(0.2)
+            again = await bus.call(request("noop"), "default")
+    finally:
+        await drop_bus(bus)
+    assert first.kind == again.kind == "EXECUTE_RESULT"
+    assert events.named("bus.reconnecting")  # the worker saw NOGROUP and made the group again

@@ -151,6 +151,8 @@ class SandboxPool:
 
     async def _kill(self, child: _Child) -> None:
         process = child.process
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()  # its transport closes with the process, not after the loop
         for _ in range(3):  # again: a fork bomb may have forked while the group was killed
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -243,8 +245,6 @@ class SandboxPool:
         if self._replacing:
             await asyncio.gather(*self._replacing, return_exceptions=True)
         for child in list(self._children):
-            if child.process.stdin is not None:
-                child.process.stdin.close()
             await self._kill(child)
         self._idle = asyncio.Queue()
         self._started = False
