@@ -51,9 +51,7 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _registry():  # a fresh copy of the test tools: serve_over_bus replaces them in place
-    import importlib
-
-    return importlib.reload(bench_tools).registry
+    return bench_tools.build_registry()
 
 
 async def _latencies(executor: ToolExecutor, tool: str, args: dict, n: int) -> list[float]:
@@ -68,13 +66,40 @@ async def _latencies(executor: ToolExecutor, tool: str, args: dict, n: int) -> l
 
 async def _burst(executor: ToolExecutor, n: int) -> float:
     t0 = time.perf_counter()
-    results = await asyncio.gather(*(executor.execute([(f"t{i}-s1-c1", "nap",
-                                                        {"seconds": 0.01})])
+    results = await asyncio.gather(*(executor.execute([(f"t{i}-s1-c1", "tick", {})])
                                      for i in range(n)))
     took = time.perf_counter() - t0
     failed = [r[0] for r in results if not r[0]["success"]]
     assert not failed, failed[:3]
     return n / took
+
+
+async def _same_process(n: int) -> list[float]:
+    """The no-op over Redis to a worker in this process (one process hop fewer)."""
+    from hermes_fsm.tools.bus import SandboxPool, Worker, specs_of
+
+    prefix = f"hermes-bench-bus:{uuid.uuid4().hex}"
+    caller, served = RedisStreamsBus(REDIS_URL, prefix=prefix), RedisStreamsBus(
+        REDIS_URL, prefix=prefix)
+    pool = SandboxPool("tests.bus.tools:registry", size=1)
+    worker = Worker(served, "default", specs_of(bench_tools.registry), pool, concurrency=1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    registry = _registry()
+    serve_over_bus(registry, caller)
+    executor = ToolExecutor(registry)
+    try:
+        await _latencies(executor, "noop", {}, 200)  # warm
+        return await _latencies(executor, "noop", {}, n)
+    finally:
+        stop.set()
+        await task
+        await pool.aclose()
+        keys = [k async for k in caller.client.scan_iter(match=f"{prefix}:*", count=1000)]
+        if keys:
+            await caller.client.delete(*keys)
+        await caller.aclose()
+        await served.aclose()
 
 
 class Workers:
@@ -157,7 +182,10 @@ async def main() -> None:
               f"{_pct(base, .99):8.3f}")
         print(f"  Redis bus + worker process + sandbox     {_pct(over, .5):8.3f} "
               f"{_pct(over, .99):8.3f}")
-        print(f"  added by the bus                         "
+        near = await _same_process(args.calls)
+        print(f"  Redis bus + worker in this process + sandbox {_pct(near, .5):4.3f} "
+              f"{_pct(near, .99):8.3f}")
+        print(f"  added by the bus (worker process)        "
               f"{_pct(over, .5) - _pct(base, .5):8.3f} {_pct(over, .99) - _pct(base, .99):8.3f}"
               f"   (fence: {args.fence})")
         print()

@@ -41,6 +41,7 @@ from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
+from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.events.sinks import StructlogSink
@@ -75,6 +76,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     """
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
+    configure_telemetry(config)  # telemetry.exporter none (default): nothing
     kwargs: dict[str, Any] = {
         "graph": config.graph,
         "busy_policy": config.busy_policy,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hermes_fsm.config.store import build_store
+from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.bus.child import load_registry
 from hermes_fsm.tools.bus.inprocess import InProcessBus
@@ -164,6 +165,7 @@ def build_worker(config: HermesConfig, *, group: str | None = None,
     Raises:
         ConfigError: no Redis bus is configured, or the registry cannot be loaded.
     """
+    configure_telemetry(config)
     b = config.bus
     if b.kind != "redis":
         raise ConfigError("a worker serves a Redis bus: set HERMES_BUS_URL (or bus: {kind: "

@@ -27,6 +27,7 @@
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
     bus: {kind: redis, url: "redis://127.0.0.1:6379/0", group: default}  # see BusConfig
+    telemetry: {exporter: otlp, endpoint: "http://127.0.0.1:4318/v1/traces"}  # or console
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -50,7 +51,8 @@ from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
 __all__ = ["BrainConfig", "BusConfig", "HermesConfig", "LogConfig", "MCPServerConfig",
-           "SandboxConfig", "ServerConfig", "SessionsConfig", "ToolsConfig", "load_config"]
+           "SandboxConfig", "ServerConfig", "SessionsConfig", "TelemetryConfig", "ToolsConfig",
+           "load_config"]
 
 
 class _Strict(BaseModel):
@@ -207,6 +209,14 @@ class BusConfig(_Strict):
     sandbox: SandboxConfig = SandboxConfig()
 
 
+class TelemetryConfig(_Strict):
+    """OpenTelemetry traces (off by default; ``console`` or ``otlp`` need the otel extra)."""
+
+    exporter: Literal["none", "console", "otlp"] = "none"
+    endpoint: str | None = None  # the OTLP/HTTP endpoint (default: the SDK's, or its env)
+    service_name: str = "hermes-fsm"
+
+
 class HermesConfig(_Strict):
     """The whole configuration; every field has an embedded default."""
 
@@ -224,6 +234,7 @@ class HermesConfig(_Strict):
     sessions: SessionsConfig = SessionsConfig()
     context: ContextConfig = ContextConfig()
     bus: BusConfig = BusConfig()
+    telemetry: TelemetryConfig = TelemetryConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
     @model_validator(mode="after")

@@ -1,7 +1,8 @@
 """Readiness: is every backend the orchestrator depends on ready to serve turns?
 
 Checked: each MCP server (ready, or why not), the brain (when it has an async ``check()``,
-as the OpenAI-compatible brain does), and memory (a bounded recall for a probe user).
+as the OpenAI-compatible brain does), memory (a bounded recall for a probe user), and
+each tool group sent over the execution bus (a live worker serves each of its tools).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any, Protocol
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.memory import Memory
+from hermes_fsm.tools.bus.remote import bus_readiness
 from hermes_fsm.tools.mcp.servers import MCPServers
 
 __all__ = ["ReadinessSource", "readiness"]
@@ -55,6 +57,9 @@ async def readiness(orchestrator: ReadinessSource,
     memory = orchestrator.services.memory
     checks["memory"] = await _bounded(_probe_memory(memory), timeout_s) | {
         "backend": type(memory).__name__}
+    tools = getattr(orchestrator.services, "tools", None)
+    if tools is not None:  # tools sent to workers over the bus: a live worker for each
+        checks.update(await bus_readiness(tools))
     return all(c["ready"] for c in checks.values()), checks
 
 

@@ -109,3 +109,36 @@ async def test_a_turn_over_redis_is_served_by_a_worker_process(tmp_path):
         await client.aclose()
     assert worker.returncode == 0, err
     assert "serving group 'default'" in out
+
+
+async def test_readiness_says_whether_a_live_worker_serves_every_bus_tool():
+    from hermes_fsm.demo.tools import build_demo_registry
+    from hermes_fsm.server.health import readiness
+    from hermes_fsm.tools.bus import InProcessBus, Worker, serve_over_bus, specs_of
+    from hermes_fsm.tools.bus.sandbox import InlineRunner
+
+    registry = build_demo_registry()
+    bus = InProcessBus()
+    serve_over_bus(registry, bus)
+    orchestrator = build_orchestrator(
+        HermesConfig(mcp_servers={}, sessions={"store": "memory"}, log={"format": "off"}),
+        tools=registry)
+    ready, checks = await readiness(orchestrator)
+    assert not ready and checks["bus:default"]["unserved"] == registry.names()
+    local = build_demo_registry()
+    partial = {k: v for k, v in specs_of(local).items() if k != "list_reminders"}
+    worker = Worker(bus, "default", partial, InlineRunner(local), heartbeat_s=0.1)
+    stop = asyncio.Event()
+    task = asyncio.create_task(worker.run(stop))
+    try:
+        await asyncio.sleep(0.05)
+        ready, checks = await readiness(orchestrator)
+        assert not ready and checks["bus:default"]["unserved"] == ["list_reminders"]
+        worker.tools = specs_of(local)
+        worker.info.tools = sorted(worker.tools)
+        await asyncio.sleep(0.25)
+        ready, checks = await readiness(orchestrator)
+        assert checks["bus:default"]["ready"] and checks["bus:default"]["workers"]
+    finally:
+        stop.set()
+        await task

@@ -122,3 +122,17 @@ async def test_a_tool_that_raises_is_an_error_and_the_child_serves_on(pool):
     assert (unknown.ok, unknown.code) == (False, "UNKNOWN_TOOL")
     assert (await pool.run("noop", {}, budget_s=10)).ok
     assert pool.replaced == 0
+
+
+async def test_a_call_waiting_for_a_busy_pool_gives_up_within_its_budget():
+    one = SandboxPool(TARGET, size=1)
+    try:
+        await one.start()
+        busy = asyncio.create_task(one.run("nap", {"seconds": 1.0}, budget_s=5))
+        await asyncio.sleep(0.05)
+        waited = await one.run("noop", {}, budget_s=0.2)
+        assert (waited.ok, waited.code, waited.retryable) == (False, "SERVER_UNAVAILABLE", True)
+        assert "not started" in waited.message
+        assert (await busy).ok
+    finally:
+        await one.aclose()

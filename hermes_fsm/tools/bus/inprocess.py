@@ -135,6 +135,12 @@ class InProcessBus:
         if reply_to == self.reply_stream:
             self.waiters.deliver(raw, reply_to)
 
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
+        """See :meth:`Bus.finish`."""
+        if reply_to:
+            await self.reply(reply_to, message)
+        await self.ack(group, entry_id)
+
     async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:
         """See :meth:`Bus.dead_letter`."""
         self._group(group).dead.append({"raw": delivery.raw, "reason": reason,

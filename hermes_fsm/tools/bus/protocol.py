@@ -137,6 +137,11 @@ class Bus(Protocol):
         """Put ``raw`` on a reply stream as it is (tests)."""
         ...
 
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
+        """:meth:`reply` with ``message`` (unless ``reply_to`` is empty), then :meth:`ack`
+        the entry — in one round trip where the transport allows."""
+        ...
+
     async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:
         """Keep ``delivery`` on the dead-letter stream with why; the caller acks it."""
         ...

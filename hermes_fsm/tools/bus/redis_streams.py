@@ -71,6 +71,7 @@ class RedisStreamsBus:
             trimmed to.
         on_event: how refused messages, late replies and reconnections are reported.
         client: a ``redis.asyncio.Redis`` to use instead of one made from ``url``.
+        max_connections: the connection pool's size (a burst past it waits for one).
     """
 
     name = "redis-streams"
@@ -79,13 +80,14 @@ class RedisStreamsBus:
                  visibility_timeout_s: float = 30.0, max_deliveries: int = 3,
                  retention_s: float = 3600.0, max_replies: int = 10_000,
                  max_dead: int = 10_000, on_event: BusEvent = log_event,
-                 client: Any = None) -> None:
+                 client: Any = None, max_connections: int = 32) -> None:
         self.url, self.prefix = url, prefix
         self.visibility_timeout_s = visibility_timeout_s
         self.max_deliveries = max_deliveries
         self.retention_s = retention_s
         self.max_replies, self.max_dead = max_replies, max_dead
         self.on_event = on_event
+        self.max_connections = max_connections
         self.process_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self.reply_stream = f"{prefix}:rep:{self.process_id}"
         self.waiters = ReplyWaiters(on_event)
@@ -100,9 +102,12 @@ class RedisStreamsBus:
     def client(self) -> Any:
         """The ``redis.asyncio.Redis`` client (made at first use)."""
         if self._client is None:
-            self._client = _redis().Redis.from_url(
-                self.url, socket_connect_timeout=2.0, health_check_interval=10,
-                retry_on_timeout=True)
+            aioredis = _redis()
+            pool = aioredis.BlockingConnectionPool.from_url(  # a burst waits for a connection
+                self.url, max_connections=self.max_connections, timeout=10,
+                client_name=f"hermes-bus:{self.process_id}",
+                socket_connect_timeout=2.0, health_check_interval=10, retry_on_timeout=True)
+            self._client = aioredis.Redis(connection_pool=pool)
         return self._client
 
     def _requests(self, group: str) -> str:
@@ -118,6 +123,12 @@ class RedisStreamsBus:
             if "BUSYGROUP" not in str(exc):
                 raise
         self._groups_made.add(group)
+
+    def _lost_group(self, group: str, exc: Exception) -> None:
+        """A Redis restarted without persistence has lost the stream and its consumer
+        group (``NOGROUP``): make them again at the next call."""
+        if "NOGROUP" in str(exc):
+            self._groups_made.discard(group)
 
     # --- the orchestrator side -------------------------------------------------------------
 
@@ -175,8 +186,12 @@ class RedisStreamsBus:
                    block_s: float) -> list[Delivery]:
         """See :meth:`Bus.take`."""
         await self._ensure_group(group)
-        got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
-                                           count=count, block=max(1, int(block_s * 1000)))
+        try:
+            got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
+                                               count=count, block=max(1, int(block_s * 1000)))
+        except Exception as exc:
+            self._lost_group(group, exc)
+            raise
         return [Delivery(_text(entry_id), group, fields.get(b"m"), 1)
                 for _stream, entries in got or () for entry_id, fields in entries]
 
@@ -184,9 +199,13 @@ class RedisStreamsBus:
         """See :meth:`Bus.reclaim`."""
         await self._ensure_group(group)
         stream = self._requests(group)
-        result = await self.client.xautoclaim(stream, _GROUP, consumer,
-                                              int(self.visibility_timeout_s * 1000),
-                                              start_id="0-0", count=count)
+        try:
+            result = await self.client.xautoclaim(stream, _GROUP, consumer,
+                                                  int(self.visibility_timeout_s * 1000),
+                                                  start_id="0-0", count=count)
+        except Exception as exc:
+            self._lost_group(group, exc)
+            raise
         entries, deleted = result[1], (result[2] if len(result) > 2 else [])
         for entry_id in deleted:  # trimmed while pending: nothing left to serve
             await self.client.xack(stream, _GROUP, entry_id)
@@ -222,6 +241,18 @@ class RedisStreamsBus:
             return
         await self.client.xadd(reply_to, {"m": raw}, maxlen=self.max_replies,
                                approximate=True)
+
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
+        """See :meth:`Bus.finish` (one pipelined round trip: the reply, then the ack)."""
+        if reply_to and not reply_to.startswith(f"{self.prefix}:rep:"):
+            await self.reply_raw(reply_to, b"")  # refused, with its event
+            reply_to = ""
+        async with self.client.pipeline(transaction=False) as pipe:
+            if reply_to:
+                pipe.xadd(reply_to, {"m": encode(message)}, maxlen=self.max_replies,
+                          approximate=True)
+            pipe.xack(self._requests(group), _GROUP, entry_id)
+            await pipe.execute()
 
     async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:
         """See :meth:`Bus.dead_letter`."""

@@ -10,7 +10,8 @@ keeps seeing a :class:`~hermes_fsm.tools.executor.ToolExecutor`.
 A reply maps onto the executor's envelope: ``EXECUTE_RESULT`` is the output,
 ``EXECUTE_ERROR`` a :class:`~hermes_fsm.errors.ToolCallFailed` with its code, and
 ``EXECUTE_TIMEOUT`` a ``TIMEOUT`` failure — retryable only for an idempotent tool
-that no worker took (otherwise its effect is unknown).
+that no worker took (otherwise its effect is unknown). A bus that fails under the send
+(Redis away) is ``SERVER_UNAVAILABLE``, retryable for an idempotent tool only.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from hermes_fsm.errors import ToolCallFailed
-from hermes_fsm.tools.bus.messages import CallerInfo, ExecuteRequest, RetryInfo
+from hermes_fsm.tools.bus.messages import CallerInfo, ExecuteRequest, Reply, RetryInfo
 from hermes_fsm.tools.bus.protocol import Bus
+from hermes_fsm.tools.bus.tracing import request_span, trace_context
 from hermes_fsm.tools.executor import current_call
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["RemoteCall", "serve_over_bus"]
+__all__ = ["RemoteCall", "bus_readiness", "serve_over_bus"]
 
 
 class RemoteCall:
@@ -38,7 +40,8 @@ class RemoteCall:
         tool: the local tool it stands for (its contract names version, timeout, retry
             policy and idempotency).
         registry: resolves the caller's roles and grants, sent with the request.
-        trace: returns the trace context to carry (``{}`` when tracing is off).
+        trace: returns the trace context to carry (default: OpenTelemetry's current one,
+            ``{}`` when tracing is off; see :mod:`~.tracing`).
     """
 
     def __init__(self, bus: Bus, group: str, tool: Tool, registry: ToolRegistry,
@@ -71,12 +74,19 @@ class RemoteCall:
             input_params=arguments, timeout_ms=max(1, int(self.tool.timeout_s * 1000)),
             retry_policy=RetryInfo(attempt=attempt, max_attempts=contract.retry.max_attempts),
             caller=CallerInfo(user_id=caller.user_id, roles=caller.roles, grants=caller.grants),
-            trace=self.trace() if self.trace is not None else {}, sent_at=time.time())
+            trace=self.trace() if self.trace is not None else trace_context(),
+            sent_at=time.time())
 
     async def __call__(self, **arguments: Any) -> Any:
         """Send the call and return its output, or raise its structured failure."""
-        request = self.request(arguments)
-        reply = await self.bus.call(request, self.group)
+        context = current_call.get()
+        with request_span(self.tool.name, context.call_id if context else "") as span:
+            request = self.request(arguments)
+            span.set_attribute("hermes.request_id", request.request_id)
+            span.set_attribute("hermes.attempt", request.retry_policy.attempt)
+            reply = await self._send(request)
+            span.set_attribute("hermes.outcome", reply.kind if reply.kind != "EXECUTE_ERROR"
+                               else reply.error_code)
         if reply.kind == "EXECUTE_RESULT":
             return reply.output_data
         if reply.kind == "EXECUTE_ERROR":
@@ -87,6 +97,16 @@ class RemoteCall:
             "TIMEOUT", f"{self.tool.name} got no answer over the bus within "
             f"{request.timeout_ms / 1000:g}s ({reply.reason}; request {request.request_id})",
             idempotent and untaken)
+
+    async def _send(self, request: ExecuteRequest) -> Reply:
+        try:
+            return await self.bus.call(request, self.group)
+        except ToolCallFailed:
+            raise
+        except Exception as exc:  # the bus is away: the request may or may not be out
+            raise ToolCallFailed(
+                "SERVER_UNAVAILABLE", f"the bus ({self.bus.name}) failed sending "
+                f"{self.tool.name}: {type(exc).__name__}: {exc}", request.idempotent) from exc
 
 
 def serve_over_bus(registry: ToolRegistry, bus: Bus, group: str = "default",
@@ -109,3 +129,32 @@ def serve_over_bus(registry: ToolRegistry, bus: Bus, group: str = "default",
         registry.add(remote)
         replaced.append(tool.name)
     return replaced
+
+
+async def bus_readiness(registry: ToolRegistry) -> dict[str, dict[str, Any]]:
+    """One readiness check per bus tool group of ``registry``: ``ready`` when a live worker
+    (its heartbeat not expired) serves every tool the registry sends to that group.
+
+    ``{}`` when no tool goes over a bus. A bus that cannot be asked is not ready (the
+    error is the check's).
+    """
+    groups: dict[tuple[int, str], tuple[Bus, set[str]]] = {}
+    for tool in registry.tools():
+        fn = tool.fn
+        if isinstance(fn, RemoteCall):
+            _bus, names = groups.setdefault((id(fn.bus), fn.group), (fn.bus, set()))
+            names.add(tool.name)
+    checks: dict[str, dict[str, Any]] = {}
+    for (_key, group), (bus, names) in groups.items():
+        try:
+            workers = [w for w in await bus.workers() if w.group == group]
+        except Exception as exc:  # reported in the readiness document, not raised
+            checks[f"bus:{group}"] = {"ready": False, "bus": bus.name,
+                                      "error": f"{type(exc).__name__}: {exc}"}
+            continue
+        served = set().union(*(set(w.tools) for w in workers)) if workers else set()
+        missing = sorted(names - served)
+        checks[f"bus:{group}"] = {"ready": not missing, "bus": bus.name,
+                                  "workers": [w.worker_id for w in workers],
+                                  "tools": sorted(names), "unserved": missing}
+    return checks

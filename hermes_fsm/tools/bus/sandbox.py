@@ -36,6 +36,7 @@ from pydantic_core import from_json
 
 __all__ = ["InlineRunner", "SandboxLimits", "SandboxOutcome", "SandboxPool"]
 
+_CHILD = "import sys; from hermes_fsm.tools.bus.child import main; sys.exit(main(sys.argv[1:]))"
 _READ_LIMIT = 64 * 1024 * 1024  # an answer's line; the executor bounds outputs further
 
 
@@ -129,7 +130,7 @@ class SandboxPool:
             account = pwd.getpwnam(self.limits.user)
             os.chown(workdir, account.pw_uid, account.pw_gid)
         process = await asyncio.create_subprocess_exec(
-            self.python, "-m", "hermes_fsm.tools.bus.child", self.target,
+            self.python, "-c", _CHILD, self.target,
             stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
             stderr=None, cwd=workdir, env=self._env(workdir), start_new_session=True,
             limit=_READ_LIMIT)
@@ -150,6 +151,8 @@ class SandboxPool:
 
     async def _kill(self, child: _Child) -> None:
         process = child.process
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()  # its transport closes with the process, not after the loop
         for _ in range(3):  # again: a fork bomb may have forked while the group was killed
             try:
                 os.killpg(process.pid, signal.SIGKILL)
@@ -184,7 +187,15 @@ class SandboxPool:
         """Run one call in an idle child; killed (and replaced) at ``budget_s``."""
         await self.start()
         started = time.perf_counter()
-        child = await self._idle.get()
+        try:  # the wait for a free child counts against the budget too
+            async with asyncio.timeout(budget_s):
+                child = await self._idle.get()
+        except TimeoutError:
+            return SandboxOutcome(False, code="SERVER_UNAVAILABLE", retryable=True,
+                                  message=f"no sandbox of the pool was free within {tool}'s "
+                                  f"budget of {budget_s:g}s; it was not started",
+                                  duration_ms=(time.perf_counter() - started) * 1000)
+        budget_s = max(0.001, budget_s - (time.perf_counter() - started))
         process = child.process
         assert process.stdin is not None and process.stdout is not None
         line = json.dumps({"tool": tool, "arguments": arguments}).encode() + b"\n"
@@ -234,8 +245,6 @@ class SandboxPool:
         if self._replacing:
             await asyncio.gather(*self._replacing, return_exceptions=True)
         for child in list(self._children):
-            if child.process.stdin is not None:
-                child.process.stdin.close()
             await self._kill(child)
         self._idle = asyncio.Queue()
         self._started = False

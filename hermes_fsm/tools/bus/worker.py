@@ -49,6 +49,7 @@ from hermes_fsm.tools.bus.messages import (
 )
 from hermes_fsm.tools.bus.protocol import Bus, BusEvent, Delivery, WorkerInfo, log_event
 from hermes_fsm.tools.bus.sandbox import SandboxOutcome
+from hermes_fsm.tools.bus.tracing import execute_span
 
 __all__ = ["EffectsFence", "Runner", "ToolSpec", "Worker", "specs_of"]
 
@@ -212,9 +213,17 @@ class Worker:
                 reason="past its answer deadline when a worker took it; not run"), delivery)
             return
         spec = self.tools.get(request.tool_name)
-        await bus.reply(request.reply_to, ExecuteAck(
-            request_id=rid, worker_id=self.worker_id, scheduled_at=time.time(),
-            delivery=delivery.count))
+        acked = asyncio.get_running_loop().create_task(bus.reply(  # not in the call's path
+            request.reply_to, ExecuteAck(request_id=rid, worker_id=self.worker_id,
+                                         scheduled_at=time.time(), delivery=delivery.count)))
+        try:
+            await self._run(request, spec, delivery)
+        finally:
+            await acked  # its failure (the bus away) leaves the entry pending
+
+    async def _run(self, request: ExecuteRequest, spec: ToolSpec | None,
+                   delivery: Delivery) -> None:
+        rid, group = request.request_id, self.group
         if spec is None:
             await self._answer(request, self._error(
                 request, "UNKNOWN_TOOL", f"worker {self.worker_id} (group {group}) does not "
@@ -231,8 +240,15 @@ class Worker:
                     await self._answer(request, recorded, delivery)
                     return
                 self.reruns += 1
-        outcome = await self.runner.run(request.tool_name, dict(request.input_params),
-                                        request.tool_budget_s)
+        attributes = {"hermes.tool": request.tool_name, "hermes.request_id": rid,
+                      "hermes.call_id": request.call_id, "hermes.worker": self.worker_id,
+                      "hermes.attempt": request.retry_policy.attempt,
+                      "hermes.delivery": delivery.count,
+                      "hermes.session_id": request.session_id or ""}
+        with execute_span(request.trace, attributes) as span:
+            outcome = await self.runner.run(request.tool_name, dict(request.input_params),
+                                            request.tool_budget_s)
+            span.set_attribute("hermes.outcome", "ok" if outcome.ok else outcome.code)
         reply: Reply
         if outcome.ok:
             reply = ExecuteResult(request_id=rid, output_data=outcome.output,
@@ -279,9 +295,7 @@ class Worker:
 
     async def _answer(self, request: ExecuteRequest, reply: Reply, delivery: Delivery
                       ) -> None:
-        if request.reply_to:
-            await self.bus.reply(request.reply_to, reply)
-        await self.bus.ack(self.group, delivery.entry_id)
+        await self.bus.finish(request.reply_to, reply, self.group, delivery.entry_id)
 
 
 def specs_of(registry: Any, names: Any = None) -> dict[str, ToolSpec]:
