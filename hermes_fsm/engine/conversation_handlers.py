@@ -116,8 +116,8 @@ async def classify(turn: TurnContext) -> Any:
     if task.kind == "approval":
         if said == "yes":
             return {"intent_type": task.intent_type, "parameters": dict(task.parameters),
-                    "confidence": 1.0, "needs_tools": True, "task": task.id,
-                    "decision": "approve"}
+                    "confidence": 1.0, "needs_tools": False,  # no new plan: the stored one
+                    "task": task.id, "decision": "approve"}
         return await ask_brain(turn)  # a new message: the approval stays pending
     slot = _slot(turn, task.tool, task.slot)
     value = value_in_text(slot, turn.text)
@@ -155,12 +155,14 @@ def _declared_types(turn: TurnContext) -> dict[str, str]:
 
 
 async def record_intent(turn: TurnContext, output: Intent) -> None:
-    """INTENT's ``on_output``: the intent's entities and the intent node into the graph."""
+    """INTENT's ``on_output``: the intent's entities and the intent node into the graph
+    (an intent of an older contract, without ``entities``, gives its parameters)."""
     if not turn.services.conversation.enabled:
         return
     edit = _edit(turn)
     ids: dict[str, str] = {}
-    for ref in output.entities:
+    decision, task = getattr(output, "decision", None), getattr(output, "task", None)
+    for ref in getattr(output, "entities", ()):
         if ref.replaces is not None:
             ids[ref.slot] = edit.correct(ref.replaces, ref.type, ref.value, ref.canonical)
         elif ref.node_id is not None:
@@ -179,9 +181,9 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
         if declared is None:
             declared = _declared_types(turn)
         ids[slot] = edit.mention(entity_type_of(slot, declared), value, value)
-    if output.decision == "cancel" and output.task is not None:
-        edit.end_task(output.task, "cancelled")
-    if output.needs_tools or ids:
+    if decision == "cancel" and task is not None:
+        edit.end_task(task, "cancelled")
+    if output.needs_tools or ids or decision == "approve":
         edit.intent(output.intent_type, ids, extra, turn.turn_id)
     _emit(turn, edit)
 
