@@ -169,3 +169,29 @@ async def test_a_model_is_shown_the_graph_and_the_pending_task() -> None:
     prompt = chat_messages(request)[1]["content"]
     assert "ent_1 Product: A1001" in prompt and "ent_2 Warehouse: east" in prompt
     assert "Last task: int_3 inventory_query(sku=ent_1, warehouse=ent_2)" in prompt
+
+
+async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it() -> None:
+    import httpx
+
+    from hermes_fsm.server import create_app
+    from tests.conversation_support import slot_registry, slot_rules
+    from tests.http_support import served
+
+    sent: list[dict[str, object]] = []
+    orchestrator = Orchestrator(brain=RulesBrain(slot_rules()), tools=slot_registry(sent))
+    app = create_app(orchestrator, tokens={"t": "alice"})
+    auth = {"Authorization": "Bearer t"}
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        asked = (await http.post("/v1/sessions/s1/turns", headers=auth,
+                                 json={"text": "send the report to li@example.com"})).json()
+        assert asked["status"] == "awaiting_approval"
+        pending = asked["pending"]
+        assert pending["kind"] == "approval" and [
+            (c["tool_name"], c["arguments"]) for c in pending["calls"]] == [
+            ("send_report", {"to": "li@example.com"})]
+        assert sent == []
+        done = (await http.post("/v1/sessions/s1/turns", headers=auth,
+                                json={"text": "yes"})).json()
+        assert done["status"] == "completed" and done["pending"] is None
+        assert sent == [{"to": "li@example.com"}]

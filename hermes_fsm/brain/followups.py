@@ -151,6 +151,8 @@ _REPLIES = {
 
 def conversation_reply(intent_type: str, params: dict[str, Any], lang: str) -> str | None:
     """The answer to a conversation-level intent (a cancellation, an unknown correction)."""
+    if intent_type == "confirm_entity" and isinstance(params.get("question"), str):
+        return params["question"]
     templates = _REPLIES.get(intent_type)
     if templates is None:
         return None
@@ -165,7 +167,7 @@ def pending_reminder(conv: Conversation | None, answered_task: str | None,
     if conv is None or not conv.tasks:
         return None
     task = conv.tasks[-1]
-    if task.id == answered_task:
+    if task.id == answered_task or task.kind == "confirm":
         return None
     if lang == "zh":
         return f"(回到刚才的事:{task.question})"

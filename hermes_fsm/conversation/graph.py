@@ -63,7 +63,8 @@ ENTITY_TYPES: dict[str, str] = {
 }
 """The entity type of a slot by its name, when no tool contract says (``slots.X.entity``)."""
 
-NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment"})
+NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment",
+                          "question"})
 """Intent parameters that are never entities (the language, a constant of the rule …)."""
 
 TaskKind = Literal["clarify", "approval", "confirm"]

@@ -107,12 +107,17 @@ async def classify(turn: TurnContext) -> Any:
     _emit(turn, edit)
     task = conv.pending(now)
     if task is None:
-        return await ask_brain(turn)
+        return _confirm_stale(turn, await ask_brain(turn))
     lang = _lang(task.parameters, turn.text)
     said = reply_kind(turn.text)
+    if task.kind == "confirm" and said == "yes":  # the old node is still meant: go on
+        return {"intent_type": task.intent_type, "parameters": dict(task.parameters),
+                "confidence": 1.0, "needs_tools": True, "task": task.id}
     if said == "no":
         return {"intent_type": "cancel_task", "parameters": {"lang": lang, "kind": task.kind},
                 "confidence": 1.0, "needs_tools": False, "task": task.id, "decision": "cancel"}
+    if task.kind == "confirm":
+        return _confirm_stale(turn, await ask_brain(turn))  # a new message: not confirmed
     if task.kind == "approval":
         if said == "yes":
             return {"intent_type": task.intent_type, "parameters": dict(task.parameters),
@@ -131,6 +136,46 @@ async def classify(turn: TurnContext) -> Any:
     return {"intent_type": task.intent_type,  # a try at the slot that fails its format
             "parameters": {**task.parameters, task.slot: turn.text.strip()},
             "confidence": 1.0, "needs_tools": True, "task": task.id}
+
+
+def _confirm_stale(turn: TurnContext, raw: Any) -> Any:
+    """``raw`` unless it reuses a node whose confidence has decayed below the policy's
+    ``confirm_below`` (seed 002 tip 5: a day-old reference is confirmed before it is used):
+    then a ``confirm`` task waits with the intent, and the answer asks about the node."""
+    data = raw
+    if isinstance(raw, str | bytes):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return raw
+    if not isinstance(data, dict) or not data.get("needs_tools", True):
+        return raw
+    policy = turn.services.conversation
+    conv = turn.conversation()
+    now = turn.services.clock.now()
+    for ref in data.get("entities") or ():
+        node = conv.entities.get(ref.get("node_id") or "") if isinstance(ref, dict) else None
+        if node is None or conv.confidence_at(node, now, policy.decay_per_hour) >= \
+                policy.confirm_below:
+            continue
+        parameters = dict(data.get("parameters") or {})
+        lang = _lang(parameters, turn.text)
+        edit = _edit(turn)
+        task_id = edit.new_task_id()
+        question_text = (f"您指的还是之前提到的“{node.value}”吗?回复“是”继续,或告诉我新的。"
+                         if lang == "zh" else
+                         f'Do you still mean "{node.value}" from earlier? Say yes to go on, '
+                         "or tell me which one.")
+        edit.push_task(Task(task_id, "confirm", str(data.get("intent_type", "unknown")),
+                            parameters, now.isoformat(),
+                            (now + timedelta(seconds=policy.pending_ttl_s)).isoformat(),
+                            slot=ref.get("slot", ""), question=question_text,
+                            node_id=node.id))
+        _emit(turn, edit)
+        turn.awaiting = "awaiting_input"
+        return {"intent_type": "confirm_entity", "confidence": 1.0, "needs_tools": False,
+                "parameters": {"lang": lang, "question": question_text}, "task": task_id}
+    return raw
 
 
 def _confidence(raw: Any) -> float:
@@ -183,6 +228,12 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
         ids[slot] = edit.mention(entity_type_of(slot, declared), value, value)
     if decision == "cancel" and task is not None:
         edit.end_task(task, "cancelled")
+    confirmed = next((t for t in turn.conversation().tasks if t.id == task
+                      and t.kind == "confirm"), None)
+    if confirmed is not None and output.intent_type != "confirm_entity":
+        if confirmed.node_id in turn.conversation().entities:
+            edit.confirm(confirmed.node_id)  # fresh again: decay restarts now
+        edit.end_task(confirmed.id, "confirmed")
     if output.needs_tools or ids or decision == "approve":
         edit.intent(output.intent_type, ids, extra, turn.turn_id)
     _emit(turn, edit)
