@@ -151,8 +151,9 @@ _REPLIES = {
 
 def conversation_reply(intent_type: str, params: dict[str, Any], lang: str) -> str | None:
     """The answer to a conversation-level intent (a cancellation, an unknown correction)."""
-    if intent_type == "confirm_entity" and isinstance(params.get("question"), str):
-        return params["question"]
+    asked = params.get("question")
+    if intent_type == "confirm_entity" and isinstance(asked, str):
+        return asked
     templates = _REPLIES.get(intent_type)
     if templates is None:
         return None
