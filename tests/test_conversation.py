@@ -195,3 +195,18 @@ async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it
                                 json={"text": "yes"})).json()
         assert done["status"] == "completed" and done["pending"] is None
         assert sent == [{"to": "li@example.com"}]
+
+
+def test_the_configuration_sets_the_conversation_policy(tmp_path: Path) -> None:
+    from hermes_fsm.config import build_orchestrator
+    from hermes_fsm.config.settings import load_config
+
+    path = tmp_path / "hermes.yaml"
+    path.write_text("conversation: {pending_ttl_s: 60, max_slot_failures: 1}\n"
+                    "mcp_servers: {}\nsessions: {store: memory}\n", encoding="utf-8")
+    orchestrator = build_orchestrator(load_config(path, environ={}))
+    assert orchestrator.services.conversation == ConversationPolicy(pending_ttl_s=60,
+                                                                    max_slot_failures=1)
+    path.write_text("conversation: {pending_ttl_s: -1}\n", encoding="utf-8")
+    with pytest.raises(Exception, match=r"hermes.yaml:1.*pending_ttl_s"):
+        load_config(path, environ={})

@@ -34,6 +34,7 @@ from typing import Any
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
@@ -77,6 +78,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         "busy_policy": config.busy_policy,
         "history_window": config.history_window,
         "context": config.context,
+        "conversation": ConversationPolicy(**config.conversation.model_dump()),
     }
     if "brain" not in overrides:
         kwargs["brain"] = build_brain(config)

@@ -25,6 +25,8 @@
     sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
+    conversation: {enabled: true, pending_ttl_s: 1800, decay_per_hour: 0.02,
+                   confirm_below: 0.6, max_slot_failures: 2}  # see ConversationConfig
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -46,7 +48,7 @@ from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
-__all__ = ["BrainConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
+__all__ = ["BrainConfig", "ConversationConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
            "SessionsConfig", "ToolsConfig", "load_config"]
 
 
@@ -168,6 +170,20 @@ class SessionsConfig(_Strict):
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
 
 
+class ConversationConfig(_Strict):
+    """The conversation graph and its pending tasks
+    (:class:`~hermes_fsm.conversation.graph.ConversationPolicy`): on or off, how long a
+    clarification or an approval waits (``pending_ttl_s``), the time decay of a node's
+    confidence and the level below which it is confirmed before use, and how many answers
+    may fail a slot's format before the task is dropped."""
+
+    enabled: bool = True
+    pending_ttl_s: float = Field(default=1800.0, gt=0.0)
+    decay_per_hour: float = Field(default=0.02, ge=0.0, le=1.0)
+    confirm_below: float = Field(default=0.6, ge=0.0, le=1.0)
+    max_slot_failures: int = Field(default=2, ge=0, le=10)
+
+
 class HermesConfig(_Strict):
     """The whole configuration; every field has an embedded default."""
 
@@ -183,6 +199,7 @@ class HermesConfig(_Strict):
     server: ServerConfig = ServerConfig()
     sessions: SessionsConfig = SessionsConfig()
     context: ContextConfig = ContextConfig()
+    conversation: ConversationConfig = ConversationConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 
