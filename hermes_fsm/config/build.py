@@ -34,12 +34,12 @@ from typing import Any
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
-from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.toolbox import Toolbox
+from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.events.sinks import StructlogSink
 
