@@ -48,8 +48,8 @@ from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
-__all__ = ["BrainConfig", "ConversationConfig", "HermesConfig", "LogConfig", "MCPServerConfig", "ServerConfig",
-           "SessionsConfig", "ToolsConfig", "load_config"]
+__all__ = ["BrainConfig", "ConversationConfig", "HermesConfig", "LogConfig", "MCPServerConfig",
+           "ServerConfig", "SessionsConfig", "ToolsConfig", "load_config"]
 
 
 class _Strict(BaseModel):
