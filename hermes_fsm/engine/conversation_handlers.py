@@ -188,14 +188,25 @@ def _confidence(raw: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+_DECLARED: dict[int, tuple[Any, tuple[str, ...], dict[str, str]]] = {}
+
+
 def _declared_types(turn: TurnContext) -> dict[str, str]:
-    """Slot name → entity type, as the tool contracts' ``slots`` declare."""
-    declared: dict[str, str] = {}
+    """Slot name → entity type, as the tool contracts' ``slots`` declare (per registry,
+    computed again when its tools change)."""
     tools = turn.services.tools
-    for name in tools.names():
+    names = tuple(tools.names())
+    cached = _DECLARED.get(id(tools))
+    if cached is not None and cached[0] is tools and cached[1] == names:
+        return cached[2]
+    declared: dict[str, str] = {}
+    for name in names:
         contract = tools.get(name).contract
         if contract is not None:
             declared.update({k: v.entity for k, v in contract.slots.items() if v.entity})
+    if len(_DECLARED) > 64:
+        _DECLARED.clear()
+    _DECLARED[id(tools)] = (tools, names, declared)
     return declared
 
 
