@@ -210,3 +210,19 @@ def test_the_configuration_sets_the_conversation_policy(tmp_path: Path) -> None:
     path.write_text("conversation: {pending_ttl_s: -1}\n", encoding="utf-8")
     with pytest.raises(Exception, match=r"hermes.yaml:1.*pending_ttl_s"):
         load_config(path, environ={})
+
+
+async def test_view_draws_each_turns_intents_and_entities_with_corrections_struck() -> None:
+    from hermes_fsm.events.recording import parse_recording, recording_text
+    from hermes_fsm.viz.view import render_view
+
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
+    for text in ("A1001 在华东仓还有多少", "那华南仓呢?", "不对,我说的是华北仓"):
+        await orchestrator.run_turn("s1", text, "u1")
+    recording = parse_recording(recording_text(orchestrator, "s1"), "<test>")
+    page = render_view(recording, orchestrator.graph)
+    table = page[page.index('<table class="conversation">'):]
+    table = table[:table.index("</table>")]
+    assert "int_3 inventory_query(sku=ent_1 A1001, warehouse=ent_2 east)" in table
+    assert "<s>ent_4 Warehouse south → south v1 (0.90)</s>" in table
+    assert "ent_4_v2 Warehouse north → north v2 (0.98)" in table
