@@ -226,3 +226,53 @@ async def test_view_draws_each_turns_intents_and_entities_with_corrections_struc
     assert "int_3 inventory_query(sku=ent_1 A1001, warehouse=ent_2 east)" in table
     assert "<s>ent_4 Warehouse south → south v1 (0.90)</s>" in table
     assert "ent_4_v2 Warehouse north → north v2 (0.98)" in table
+
+
+PRODUCT_RULES = """
+aliases:
+  product: {IP15: [iphone 15], IP15P: [iphone 15 pro]}
+intents:
+  - name: stock
+    confidence: 0.9
+    needs_tools: true
+    patterns: ['库存|\\bstock\\b']
+    extract: ['(?P<sku>iphone 15(?: pro)?)', '(?P<store>杭州西湖区|深圳南山区|上海徐汇区)']
+    normalize: {sku: product}
+plans:
+  stock:
+    - tool: stock
+      arguments: {sku: '{sku}', store: '{store?}'}
+      reasoning: Stock of {sku}.
+answers:
+  tools: {stock: [{en: '{sku}: {count}', zh: '{sku}: {count}'}]}
+  replies: {unknown: [{en: '?', zh: '?'}]}
+  generic: [{en: '{tool}: {output}', zh: '{tool}: {output}'}]
+  failure: [{en: 'failed: {message}', zh: '失败: {message}'}]
+  no_facts: [{en: none, zh: 无}]
+  unavailable: [{en: unavailable, zh: 不可用}]
+"""
+
+
+async def test_a_variant_of_the_product_and_a_store_correction_reuse_the_last_task() -> None:
+    from hermes_fsm.brain.rulebook import RuleBook
+    from hermes_fsm.tools.registry import ToolRegistry
+
+    registry = ToolRegistry()
+    calls: list[dict[str, object]] = []
+
+    @registry.tool(inline=True)
+    def stock(sku: str, store: str | None = None) -> dict[str, object]:
+        """Stock of a product in a store."""
+        calls.append({"sku": sku, "store": store})
+        return {"sku": sku, "count": 8}
+
+    orchestrator = Orchestrator(brain=RulesBrain(RuleBook.from_yaml(PRODUCT_RULES)),
+                                tools=registry)
+    for text in ("帮我查iPhone 15在杭州西湖区门店的库存", "那上海徐汇区呢", "不对,深圳南山区",
+                 "Pro 呢"):
+        await orchestrator.run_turn("s1", text, "u1")
+    assert calls == [{"sku": "IP15", "store": "杭州西湖区"}, {"sku": "IP15", "store": "上海徐汇区"},
+                     {"sku": "IP15", "store": "深圳南山区"}, {"sku": "IP15P", "store": "深圳南山区"}]
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None
+    assert {n.canonical for n in conv.entities.values() if not n.active} == {"上海徐汇区"}
