@@ -271,8 +271,10 @@ async def test_a_variant_of_the_product_and_a_store_correction_reuse_the_last_ta
     for text in ("帮我查iPhone 15在杭州西湖区门店的库存", "那上海徐汇区呢", "不对,深圳南山区",
                  "Pro 呢"):
         await orchestrator.run_turn("s1", text, "u1")
-    assert calls == [{"sku": "IP15", "store": "杭州西湖区"}, {"sku": "IP15", "store": "上海徐汇区"},
-                     {"sku": "IP15", "store": "深圳南山区"}, {"sku": "IP15P", "store": "深圳南山区"}]
+    assert calls == [{"sku": "IP15", "store": "杭州西湖区"},
+                     {"sku": "IP15", "store": "上海徐汇区"},
+                     {"sku": "IP15", "store": "深圳南山区"},
+                     {"sku": "IP15P", "store": "深圳南山区"}]
     conv = orchestrator.sessions()["s1"].conversation
     assert conv is not None
     assert {n.canonical for n in conv.entities.values() if not n.active} == {"上海徐汇区"}

@@ -103,10 +103,10 @@ def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kin
             ref["replaces"] = old_id
         entities.append(ref)
     for slot, node_id in last.params.items():
-        node = conv.entities.get(node_id)
-        if slot not in found and node is not None and node.active:
-            entities.append({"slot": slot, "type": node.type, "value": node.value,
-                             "canonical": node.canonical, "node_id": node_id})
+        kept = conv.entities.get(node_id)
+        if slot not in found and kept is not None and kept.active:
+            entities.append({"slot": slot, "type": kept.type, "value": kept.value,
+                             "canonical": kept.canonical, "node_id": node_id})
     parameters = {**conv.values_of(last), **found, "lang": lang}
     return {"intent_type": last.type, "parameters": parameters, "confidence": 0.85,
             "needs_tools": True, "entities": entities}
