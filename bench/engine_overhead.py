@@ -759,6 +759,88 @@ STATIC_NOTES = [
 ]
 
 
+# --- the default turn with the conversation graph on and off -----------------------------
+
+DIALOGUE = ["A1001 在华东仓还有多少", "B2002 在华南仓还有多少",
+            "How many A1001 are left in the east warehouse?", "How many C3001 are in the west?",
+            "A1002 在华北仓还有多少", "How many B2001 are left in the south warehouse?"]
+"""Messages each complete on their own, so the graph off and on do the same work (with
+the graph off a follow-up such as "那华南仓呢?" is not understood and costs less)."""
+
+
+def _default_orchestrator(on: bool) -> Any:
+    from hermes_fsm.brain.rules import RulesBrain
+    from hermes_fsm.conversation.graph import ConversationPolicy
+    from hermes_fsm.demo.tools import build_demo_registry
+    from hermes_fsm.engine.orchestrator import Orchestrator
+
+    return Orchestrator(brain=RulesBrain(), tools=build_demo_registry(), event_log=False,
+                        conversation=ConversationPolicy(enabled=on))
+
+
+def _default_cpu(on: bool, turns: int) -> float:
+    """CPU µs per default turn (rules brain, demo tools), sessions of 15 turns."""
+    orchestrator = _default_orchestrator(on)
+
+    async def run() -> float:
+        for i in range(30):  # warm-up: rule caches, schemas
+            await orchestrator.run_turn(f"warm-{i // 15}", DIALOGUE[i % len(DIALOGUE)])
+        gc.collect()
+        start = time.process_time()
+        for i in range(turns):
+            await orchestrator.run_turn(f"s-{i // 15}", DIALOGUE[i % len(DIALOGUE)])
+        return (time.process_time() - start) / turns * 1e6
+
+    return asyncio.run(run())
+
+
+def _session_memory(on: bool, sessions: int = 50, turns: int = 15) -> tuple[float, float]:
+    """Bytes per session after ``turns`` turns (tracemalloc), and the conversation's
+    checkpoint JSON size per session."""
+    import json as _json
+    import tracemalloc
+
+    orchestrator = _default_orchestrator(on)
+
+    async def run() -> tuple[float, float]:
+        await orchestrator.run_turn("warm", DIALOGUE[0])
+        gc.collect()
+        tracemalloc.start()
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(sessions):
+            for i in range(turns):
+                await orchestrator.run_turn(f"m-{n}", DIALOGUE[i % len(DIALOGUE)])
+        gc.collect()
+        used = tracemalloc.get_traced_memory()[0] - before
+        tracemalloc.stop()
+        size = [len(_json.dumps(s.conversation.to_data(), ensure_ascii=False).encode())
+                for sid, s in orchestrator.sessions().items()
+                if sid.startswith("m-") and s.conversation is not None]
+        return used / sessions, (sum(size) / len(size) if size else 0.0)
+
+    return asyncio.run(run())
+
+
+def conversation_rows(turns: int) -> None:
+    """The default turn's CPU per turn with the conversation graph off and on, and the
+    per-session memory at 15 turns (printed, never asserted)."""
+    off = min(_default_cpu(False, turns) for _ in range(3))
+    on = min(_default_cpu(True, turns) for _ in range(3))
+    mem_off, _ = _session_memory(False)
+    mem_on, json_on = _session_memory(True)
+    print("\n== default turn (rules brain, demo tools, default graph), conversation graph "
+          "off vs on ==")
+    print(f"| {'default turn':<34} | {'CPU µs/turn':>11} | {'÷off':>7} | "
+          f"{'bytes/session @15':>17} |")
+    print(f"|{'-' * 36}|{'-' * 13}|{'-' * 9}|{'-' * 19}|")
+    print(f"| {'conversation graph off':<34} | {off:>11.0f} | {'1.00×':>7} | {mem_off:>17,.0f} |")
+    print(f"| {'conversation graph on':<34} | {on:>11.0f} | {_fmt_ratio(on / off):>7} | "
+          f"{mem_on:>17,.0f} |")
+    print(f"graph adds {on / off - 1:+.1%} CPU a turn; the graph of a 15-turn session is "
+          f"{json_on:,.0f} bytes as checkpoint JSON, {mem_on - mem_off:+,.0f} bytes in memory "
+          "(tracemalloc, the session's whole footprint with event_log=False)")
+
+
 def _fmt_ratio(x: float) -> str:
     if x >= 10:
         return f"{x:,.0f}×"
@@ -776,6 +858,8 @@ def main(argv: list[str] | None = None) -> int:
         "--peers", default=None, help="comma-separated subset: " + ",".join(p.key for p in PEERS)
     )
     ap.add_argument("--no-pin", action="store_true", help="do not pin to one CPU")
+    ap.add_argument("--conversation-only", action="store_true",
+                    help="only the default turn with the conversation graph off vs on")
     args = ap.parse_args(argv)
 
     turns = args.turns or (300 if args.quick else 2000)
@@ -797,6 +881,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as e:  # pragma: no cover
             pin = f"not pinned ({e})"
 
+    if args.conversation_only:
+        conversation_rows(300 if args.quick else 1500)
+        return 0
     print("== engine overhead: 7-state agent turn, 6 async handlers, strict pydantic contracts ==")
     py = f"python {platform.python_version()} ({platform.python_implementation()})"
     print(f"{py} on {platform.platform()}")
@@ -910,6 +997,7 @@ def main(argv: list[str] | None = None) -> int:
                 n, 100, initial_indent="  - ", subsequent_indent="    ", break_long_words=False
             )
         )
+    conversation_rows(300 if args.quick else 1500)
     print(f"\ntotal bench time {time.perf_counter() - t_start:.1f} s")
     return 0
 

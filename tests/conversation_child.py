@@ -32,9 +32,11 @@ async def main(settings: dict[str, Any]) -> None:
             conn.execute(f"INSERT INTO {table} (recipient) VALUES (%s)", (to,))
 
     store = PostgresStore(settings["pg_url"], schema=settings["schema"], pool_size=2)
-    lease = RedisLease(settings["redis_url"], prefix=settings["prefix"], ttl_s=5)
+    # a killed process may leave its lease behind (its release is sent in the background):
+    # the next process queues for it until it expires (ttl_s) rather than being refused
+    lease = RedisLease(settings["redis_url"], prefix=settings["prefix"], ttl_s=2)
     orchestrator = Orchestrator(brain=RulesBrain(slot_rules()), tools=slot_registry([], record),
-                                store=store, lease=lease)
+                                store=store, lease=lease, busy_policy="queue")
     try:
         result = await orchestrator.run_turn(settings["session"], settings["text"], "u1")
         calls = [{"tool": e.tool, "args": e.arguments} for e in result.events

@@ -17,7 +17,7 @@ from hermes_fsm.tools.registry import ToolRegistry
 ORDERS = {"ORD-12345678": {"status": "shipped", "promised": "2026-06-14"},
           "ORD-87654321": {"status": "processing", "promised": "2026-06-16"}}
 
-SLOT_RULES = {
+SLOT_RULES: dict[str, Any] = {
     "intents": [
         {"name": "order_status", "confidence": 0.9, "needs_tools": True,
          "patterns": [r"订单|\border\b"],

@@ -39,70 +39,66 @@ def schemas(tmp_path: Path) -> Path:
     return target
 
 
-BASE_FIELDS: dict[str, Any] = {
-    "intent_type": (str, Field(min_length=1)),
-    "parameters": (dict[str, Any], ...),
-    "confidence": (float, Field(ge=0.0, le=1.0)),
-    "needs_tools": (bool, True),
-}
+BASE_FIELDS: dict[str, Any] = {  # the fields of today's Intent, as they are declared
+    name: (info.annotation, info) for name, info in Intent.model_fields.items()}
 
 
 def test_the_committed_schemas_match_the_models():
     assert default_contract_dir() == REPO_SCHEMAS
-    assert check_contracts(ContractRegistry(STATE_CONTRACTS), REPO_SCHEMAS) == 11
+    assert check_contracts(ContractRegistry(STATE_CONTRACTS), REPO_SCHEMAS) == 15
 
 
 def test_a_breaking_change_without_a_major_bump_fails_the_check(schemas):
-    narrowed = intent_variant("1.0.0", **{**BASE_FIELDS,
+    narrowed = intent_variant("2.0.0", **{**BASE_FIELDS,
                                           "confidence": (float, Field(ge=0.5, le=1.0))})
     with pytest.raises(ContractCheckFailed) as caught:
         check_contracts(registry_with(narrowed), schemas)
     (problem,) = caught.value.problems
     assert problem.startswith("intent")
-    assert "major" in problem and "2.0.0" in problem
+    assert "major" in problem and "3.0.0" in problem
 
 
 def test_a_removed_field_with_only_a_minor_bump_fails_the_check(schemas):
     fields = {k: v for k, v in BASE_FIELDS.items() if k != "needs_tools"}
     with pytest.raises(ContractCheckFailed, match="major"):
-        check_contracts(registry_with(intent_variant("1.1.0", **fields)), schemas)
+        check_contracts(registry_with(intent_variant("2.1.0", **fields)), schemas)
 
 
 def test_a_field_made_required_without_a_major_bump_fails_the_check(schemas):
-    fields = {**BASE_FIELDS, "needs_tools": (bool, ...)}
+    fields = {**BASE_FIELDS, "needs_tools": (bool, Field(description="now required"))}
     with pytest.raises(ContractCheckFailed, match="major"):
-        check_contracts(registry_with(intent_variant("1.0.1", **fields)), schemas)
+        check_contracts(registry_with(intent_variant("2.0.1", **fields)), schemas)
 
 
 def test_export_refuses_an_unbumped_breaking_change_and_writes_nothing(schemas):
     before = (schemas / "intent.json").read_text()
-    narrowed = intent_variant("1.0.0", **{**BASE_FIELDS, "parameters": (dict[str, str], ...)})
+    narrowed = intent_variant("2.0.0", **{**BASE_FIELDS, "parameters": (dict[str, str], ...)})
     with pytest.raises(ContractCheckFailed, match="nothing was written"):
         export_contracts(registry_with(narrowed), schemas)
     assert (schemas / "intent.json").read_text() == before
 
 
 def test_a_bumped_breaking_change_exports_and_then_checks_clean(schemas):
-    narrowed = intent_variant("2.0.0", **{**BASE_FIELDS,
+    narrowed = intent_variant("3.0.0", **{**BASE_FIELDS,
                                           "confidence": (float, Field(ge=0.5, le=1.0))})
     registry = registry_with(narrowed)
     with pytest.raises(ContractCheckFailed, match=r"run 'hermes-fsm contracts export'"):
         check_contracts(registry, schemas)
     assert export_contracts(registry, schemas) == [schemas / "intent.json"]
-    assert check_contracts(registry, schemas) == 11
-    assert '"version": "2.0.0"' in (schemas / "intent.json").read_text()
+    assert check_contracts(registry, schemas) == 15
+    assert '"version": "3.0.0"' in (schemas / "intent.json").read_text()
 
 
 def test_a_widening_change_needs_a_minor_bump(schemas):
     widened = {**BASE_FIELDS, "note": (str | None, None)}
     with pytest.raises(ContractCheckFailed, match="minor"):
-        check_contracts(registry_with(intent_variant("1.0.0", **widened)), schemas)
-    export_contracts(registry_with(intent_variant("1.1.0", **widened)), schemas)
-    assert check_contracts(registry_with(intent_variant("1.1.0", **widened)), schemas) == 11
+        check_contracts(registry_with(intent_variant("2.0.0", **widened)), schemas)
+    export_contracts(registry_with(intent_variant("2.1.0", **widened)), schemas)
+    assert check_contracts(registry_with(intent_variant("2.1.0", **widened)), schemas) == 15
 
 
 def test_export_with_force_writes_an_unbumped_breaking_change(schemas):
-    narrowed = intent_variant("1.0.0", **{k: v for k, v in BASE_FIELDS.items()
+    narrowed = intent_variant("2.0.0", **{k: v for k, v in BASE_FIELDS.items()
                                           if k != "needs_tools"})
     assert export_contracts(registry_with(narrowed), schemas, force=True) == [
         schemas / "intent.json"]
@@ -115,7 +111,7 @@ def test_a_missing_schema_fails_the_check(schemas):
 
 
 def test_a_schema_without_a_contract_fails_the_check(schemas):
-    (schemas / "ghost.json").write_text('{"name": "ghost", "version": "1.0.0", "schema": {}}')
+    (schemas / "ghost.json").write_text('{"name": "ghost", "version": "2.0.0", "schema": {}}')
     with pytest.raises(ContractCheckFailed, match="no contract named 'ghost'"):
         check_contracts(ContractRegistry(STATE_CONTRACTS), schemas)
 
@@ -123,26 +119,26 @@ def test_a_schema_without_a_contract_fails_the_check(schemas):
 @pytest.mark.parametrize("content", ["{not json", '{"name": "intent"}', "[]"])
 def test_a_corrupt_schema_file_is_a_clear_error(schemas, content):
     (schemas / "intent.json").write_text(content)
-    changed = intent_variant("1.0.1", **{**BASE_FIELDS, "note": (str | None, None)})
+    changed = intent_variant("2.0.1", **{**BASE_FIELDS, "note": (str | None, None)})
     with pytest.raises(ContractError, match=r"intent\.json"):
         check_contracts(registry_with(changed), schemas)
 
 
 def test_contract_versions_must_be_semver():
     with pytest.raises(ContractError, match=r"MAJOR\.MINOR\.PATCH"):
-        ContractRegistry([intent_variant("1.0", **BASE_FIELDS)])
+        ContractRegistry([intent_variant("2.0", **BASE_FIELDS)])
 
 
 def test_two_classes_cannot_claim_the_same_contract_version():
     with pytest.raises(ContractError, match="registered twice"):
-        ContractRegistry([Intent, intent_variant("1.0.0", **BASE_FIELDS)])
+        ContractRegistry([Intent, intent_variant("2.0.0", **BASE_FIELDS)])
 
 
 def test_references_resolve_to_the_newest_matching_version():
-    newer = intent_variant("1.2.0", **BASE_FIELDS)
+    newer = intent_variant("2.2.0", **BASE_FIELDS)
     registry = ContractRegistry([Intent, newer])
-    assert registry.get("intent@1") is newer
-    assert registry.get("intent@1.0") is Intent
+    assert registry.get("intent@2") is newer
+    assert registry.get("intent@2.0") is Intent
     assert registry.get("intent") is newer
     with pytest.raises(ContractError, match="no version matching '3'"):
         registry.get("intent@3")

@@ -157,7 +157,7 @@ def test_only_retry_edges_are_dashed_in_mermaid(mermaid: str) -> None:
 
 def test_every_failure_route_is_drawn_in_mermaid(bundled: Graph, mermaid: str) -> None:
     edges = _mermaid_edges(mermaid)
-    assert len(bundled.failure_routes()) == 6
+    assert len(bundled.failure_routes()) == 9
     for state, route in bundled.failure_routes():
         assert (_mermaid_id(state), "==>", "fail", _mermaid_id(route)) in edges, state
 
@@ -216,8 +216,8 @@ def test_every_state_shows_its_contract_ref(
 
 
 def test_state_timeouts_are_shown(mermaid: str, dot: str) -> None:
-    assert "INTENT<br/>intent@1.0.0<br/>timeout 10s" in _mermaid_node_line(mermaid, "INTENT")
-    assert r"INTENT\nintent@1.0.0\ntimeout 10s" in _dot_node_line(dot, "INTENT")
+    assert "INTENT<br/>intent@2.0.0<br/>timeout 10s" in _mermaid_node_line(mermaid, "INTENT")
+    assert r"INTENT\nintent@2.0.0\ntimeout 10s" in _dot_node_line(dot, "INTENT")
 
 
 def test_the_initial_state_is_drawn_differently(mermaid: str, dot: str) -> None:

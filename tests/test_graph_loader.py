@@ -24,8 +24,8 @@ GRAPHS = Path(__file__).parent / "graphs"
 BAD = GRAPHS / "bad"
 SUPPORT_GRAPH = GRAPHS / "good" / "support_turn.yaml"
 
-BUNDLED_STATES = ["IDLE", "INTENT", "PLANNING", "EXECUTION", "RESULT", "RESPONSE",
-                  "MEMORY_COMMIT"]
+BUNDLED_STATES = ["IDLE", "INTENT", "PLANNING", "CLARIFY", "APPROVAL", "APPROVED",
+                  "EXECUTION", "RESULT", "RESPONSE", "MEMORY_COMMIT"]
 
 # (file, line of the mistake, what the message must say)
 BAD_GRAPHS = [
@@ -165,7 +165,7 @@ def bundled_edges(bundled: Graph) -> list[tuple[str, str, str | None]]:
     return GraphMachine(bundled).edges()
 
 
-def test_bundled_graph_has_the_seven_states_in_order(bundled: Graph) -> None:
+def test_bundled_graph_has_its_states_in_order(bundled: Graph) -> None:
     assert list(bundled.states) == BUNDLED_STATES
     assert bundled.initial == "IDLE"
 
@@ -206,7 +206,7 @@ def test_bundled_graph_retry_policy_is_read_from_the_file(bundled: Graph) -> Non
 
 
 def test_bundled_graph_contract_states_without_handler_ask_the_brain(bundled: Graph) -> None:
-    assert bundled.states["INTENT"].handler is None  # a contract alone: the engine asks the brain
+    assert bundled.states["PLANNING"].handler is None  # a contract alone: the engine asks the brain
     assert bundled.states["INTENT"].working and not bundled.states["IDLE"].working
     assert bundled.states["IDLE"].handler is None
 

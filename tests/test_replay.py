@@ -70,14 +70,14 @@ def test_the_drift_recording_names_the_contract_and_the_field():
     result = Replayer().validate(golden("drift_intent"), raise_on_failure=False)
     (finding,) = result.findings
     assert (finding.subject, finding.contract, finding.recorded_contract) == (
-        "INTENT", "intent@1.0.0", "intent@0.9.0")
+        "INTENT", "intent@2.0.0", "intent@0.9.0")
     assert finding.errors[0]["loc"] == ["urgency"]
-    assert "intent@1.0.0 rejects urgency" in finding.describe()
+    assert "intent@2.0.0 rejects urgency" in finding.describe()
 
 
 def test_the_drift_recording_also_diverges_on_rerun():
     result = Replayer().rerun(golden("drift_intent"), raise_on_failure=False)
-    assert "no longer validates against intent@1.0.0" in result.divergences[0].reason
+    assert "no longer validates against intent@2.0.0" in result.divergences[0].reason
 
 
 def test_narrowing_a_contract_makes_validate_fail_on_recordings_that_passed():
@@ -198,7 +198,7 @@ def test_cli_replay_rerun_can_build_contexts_and_finds_the_same(tmp_path):
 def test_cli_replay_validate_reports_drift_and_exits_non_zero():
     code, out = run_cli("replay", "validate", str(GOLDEN / "drift_intent.jsonl"))
     assert code == 1
-    assert "intent@1.0.0 rejects urgency" in out
+    assert "intent@2.0.0 rejects urgency" in out
 
 
 def test_cli_replay_of_a_missing_path_is_a_clear_error(tmp_path):

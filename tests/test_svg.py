@@ -134,8 +134,9 @@ def test_the_initial_state_is_on_top_and_ranks_follow_distance(
     bundled: Graph, tree: ET.Element
 ) -> None:
     ranks = rank_states(bundled)
-    assert ranks == {"IDLE": 0, "INTENT": 1, "PLANNING": 2, "RESPONSE": 2, "EXECUTION": 3,
-                     "MEMORY_COMMIT": 3, "RESULT": 4}
+    assert ranks == {"IDLE": 0, "INTENT": 1, "PLANNING": 2, "RESPONSE": 2, "APPROVED": 2,
+                     "EXECUTION": 3, "MEMORY_COMMIT": 3, "CLARIFY": 3, "APPROVAL": 3,
+                     "RESULT": 4}
     top = {g.get("data-state"): float(g.find("svg:rect", NS).get("y", ""))  # type: ignore[union-attr]
            for g in tree.iterfind(".//svg:g[@data-state]", NS)}
     for a, b in [("IDLE", "INTENT"), ("INTENT", "PLANNING"), ("PLANNING", "EXECUTION"),

@@ -168,7 +168,7 @@ def test_the_embedded_payloads_are_the_recorded_events(page: str, recording: Rec
 def test_a_violation_row_is_marked_and_summarised(page: str) -> None:
     row = re.search(r'<tr class="step kind-contract_violation problem".*?</tr>', page, re.S)
     assert row is not None
-    assert "intent@1.0.0 ✗ confidence" in row.group(0)
+    assert "intent@2.0.0 ✗ confidence" in row.group(0)
     assert 'data-state="INTENT"' in row.group(0)
 
 

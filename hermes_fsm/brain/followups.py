@@ -80,9 +80,13 @@ def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kin
                         if conv.entities.get(n) is not None
                         and conv.entities[n].type == "Product"), None)
         if product is not None and len(fragment) <= 12:  # "Pro 呢": a variant of the product
-            base = conv.entities[last.params[product]].value
-            found = {k: v for k, v in _slots_in(rules, f"{base} {fragment}", last.type).items()
-                     if k == product and v != conv.entities[last.params[product]].canonical}
+            node = conv.entities[last.params[product]]
+            for base in _names_of(rules, last.type, product, node.value, node.canonical):
+                found = {k: v for k, v in _slots_in(rules, f"{base} {fragment}",
+                                                    last.type).items()
+                         if k == product and v != node.canonical}
+                if found:
+                    break
     if not found:
         if kind == "correction":
             return {"intent_type": "correction_unknown",
@@ -99,13 +103,26 @@ def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kin
             ref["replaces"] = old_id
         entities.append(ref)
     for slot, node_id in last.params.items():
-        node = conv.entities.get(node_id)
-        if slot not in found and node is not None and node.active:
-            entities.append({"slot": slot, "type": node.type, "value": node.value,
-                             "canonical": node.canonical, "node_id": node_id})
+        kept = conv.entities.get(node_id)
+        if slot not in found and kept is not None and kept.active:
+            entities.append({"slot": slot, "type": kept.type, "value": kept.value,
+                             "canonical": kept.canonical, "node_id": node_id})
     parameters = {**conv.values_of(last), **found, "lang": lang}
     return {"intent_type": last.type, "parameters": parameters, "confidence": 0.85,
             "needs_tools": True, "entities": entities}
+
+
+def _names_of(rules: RuleBook, intent: str, slot: str, value: str,
+              canonical: str) -> list[str]:
+    """How the user may have written a slot's value: as stored, and the names its
+    ``aliases`` table gives the canonical value ("IP15" → "iphone 15")."""
+    names = [value]
+    for rule in rules.intents:
+        table = rules.aliases.get(rule.normalize.get(slot, "")) if rule.name == intent else None
+        for key, aliases in (table or {}).items():
+            if key.lower() == canonical.lower():
+                names += [a for a in aliases if a not in names]
+    return names
 
 
 def rules_slots(rules: RuleBook, intent: str) -> set[str]:
@@ -151,6 +168,9 @@ _REPLIES = {
 
 def conversation_reply(intent_type: str, params: dict[str, Any], lang: str) -> str | None:
     """The answer to a conversation-level intent (a cancellation, an unknown correction)."""
+    asked = params.get("question")
+    if intent_type == "confirm_entity" and isinstance(asked, str):
+        return asked
     templates = _REPLIES.get(intent_type)
     if templates is None:
         return None
@@ -165,7 +185,7 @@ def pending_reminder(conv: Conversation | None, answered_task: str | None,
     if conv is None or not conv.tasks:
         return None
     task = conv.tasks[-1]
-    if task.id == answered_task:
+    if task.id == answered_task or task.kind == "confirm":
         return None
     if lang == "zh":
         return f"(回到刚才的事:{task.question})"

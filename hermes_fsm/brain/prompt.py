@@ -30,9 +30,10 @@ from typing import Any
 
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
 
-__all__ = ["answer_field", "chat_messages", "clock_block", "history_block", "input_block",
-           "memory_block", "outputs_block", "plans_tools", "repair_message", "strip_fences",
-           "summary_block", "summary_messages", "system_prompt", "tools_block"]
+__all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
+           "history_block", "input_block", "memory_block", "outputs_block", "plans_tools",
+           "repair_message", "strip_fences", "summary_block", "summary_messages",
+           "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -83,6 +84,28 @@ _SYSTEM: dict[tuple[str, str, int], tuple[Any, str]] = {}
 def memory_block(memory: str) -> str:
     """Recalled memory as the system message's tail ("" for none)."""
     return f"\n\nBackground about the user:\n{memory}" if memory else ""
+
+
+def conversation_block(request: BrainRequest) -> str:
+    """The conversation graph as the model should use it ("" without one): the active
+    entities by node id (with their decayed confidence), the last task and the pending
+    one. Intents reference these ids in ``entities``; plans cite them in
+    ``reasoning_trace``."""
+    conv = request.conversation
+    if conv is None or not (conv.entities or conv.tasks):
+        return ""
+    view = conv.summary()
+    lines = ["Conversation graph (cite node ids; a corrected entity is replaced, not active):"]
+    lines += [f"- {e['id']} {e['type']}: {e['value']} (canonical {e['canonical']}, "
+              f"confidence {e['confidence']:.2f})" for e in view["entities"][-20:]]
+    if view["last_intent"]:
+        last = view["last_intent"]
+        slots = ", ".join(f"{k}={v}" for k, v in last["params"].items())
+        lines.append(f"Last task: {last['id']} {last['type']}({slots})")
+    if view["pending"]:
+        task = view["pending"]
+        lines.append(f"Waiting for the user ({task['id']}, {task['kind']}): {task['question']}")
+    return "\n".join(lines)
 
 
 def summary_block(summary: str) -> str:
@@ -149,7 +172,7 @@ def chat_messages(request: BrainRequest, history_limit: int | None = None
     if history_limit is not None:
         history = history[-history_limit:] if history_limit > 0 else []
     parts = [summary_block(request.summary), history_block(history),
-             outputs_block(request.outputs)]
+             conversation_block(request), outputs_block(request.outputs)]
     if plans_tools(request):
         parts.append(tools_block(request.tools))
     parts.append(input_block(request.text))

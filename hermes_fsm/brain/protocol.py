@@ -81,7 +81,7 @@ class Repair:
     >>> repair.reason, [(e.loc, e.type) for e in repair.errors]
     ('violation', [(('confidence',), 'less_than_equal')])
     >>> print(repair.text())
-    Your output was refused by contract intent@1.0.0:
+    Your output was refused by contract intent@2.0.0:
     - confidence: Input should be less than or equal to 1
     Return output that satisfies the JSON Schema exactly; no extra fields.
 

@@ -178,9 +178,13 @@ class RulesBrain:
             calls.append((planned, args))
         if request.repair is not None:
             calls = _repair(calls, request.repair, tools)
+        if not _has_field(request.schema, "missing_slots"):  # plan@1: no slots, no citations
+            return {"tool_calls": [
+                {"tool_name": p.tool, "arguments": a,
+                 "reasoning_trace": p.reasoning.format_map(params)} for p, a in calls]}
         cited = _cited_nodes(request)
         return {"tool_calls": [
-            {"tool_name": p.tool, "arguments": a, "cites": cited,
+            {"tool_name": p.tool, "arguments": a,  # cited in the trace (the contract reads it)
              "reasoning_trace": p.reasoning.format_map(params) + _citing(cited)}
             for p, a in calls], "missing_slots": missing if not calls else []}
 
@@ -277,13 +281,31 @@ class RulesBrain:
 
     def _memory_commit(self, request: BrainRequest) -> dict[str, Any]:
         updates: dict[str, dict[str, Any]] = {}
+        evidence = ("evidence_source" if _has_field(request.schema, "evidence_source")
+                    or not request.schema else "evidence")  # memory_commit@2, or @1
         for rule, value in self._memories(request.text):
             key = rule.key.format(value=re.sub(r"\W+", "_", value.lower()).strip("_"))
             updates.setdefault(key, {
                 "key": key, "update_type": "create", "value": value,
                 "memory_type": rule.memory_type, "confidence": rule.confidence,
-                "evidence_source": "user_message"})
+                evidence: "user_message"})
         return {"memory_updates": list(updates.values())}
+
+
+_FIELDS_IN: dict[int, tuple[Any, str]] = {}
+
+
+def _has_field(schema: Mapping[str, Any], name: str) -> bool:
+    """Whether the contract's JSON Schema has a field ``name`` (anywhere in it: nested
+    models too); an empty schema (a caller without one) counts as today's contracts."""
+    if not schema:
+        return True
+    cached = _FIELDS_IN.get(id(schema))
+    if cached is None or cached[0] is not schema:
+        if len(_FIELDS_IN) > 256:
+            _FIELDS_IN.clear()
+        cached = _FIELDS_IN[id(schema)] = (schema, json.dumps(schema, default=str))
+    return f'"{name}"' in cached[1]
 
 
 def _cited_nodes(request: BrainRequest) -> list[str]:

@@ -43,6 +43,7 @@ from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.config.toolbox import Toolbox
+from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.events.sinks import StructlogSink
 
@@ -82,6 +83,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         "busy_policy": config.busy_policy,
         "history_window": config.history_window,
         "context": config.context,
+        "conversation": ConversationPolicy(**config.conversation.model_dump()),
     }
     if "brain" not in overrides:
         kwargs["brain"] = build_brain(config)

@@ -28,6 +28,8 @@
               on_input_overflow: error}                   # see hermes_fsm.engine.context
     bus: {kind: redis, url: "redis://127.0.0.1:6379/0", group: default}  # see BusConfig
     telemetry: {exporter: otlp, endpoint: "http://127.0.0.1:4318/v1/traces"}  # or console
+    conversation: {enabled: true, pending_ttl_s: 1800, decay_per_hour: 0.02,
+                   confirm_below: 0.6, max_slot_failures: 2}  # see ConversationConfig
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -50,9 +52,9 @@ from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 
-__all__ = ["BrainConfig", "BusConfig", "HermesConfig", "LogConfig", "MCPServerConfig",
-           "SandboxConfig", "ServerConfig", "SessionsConfig", "TelemetryConfig", "ToolsConfig",
-           "load_config"]
+__all__ = ["BrainConfig", "BusConfig", "ConversationConfig", "HermesConfig", "LogConfig",
+           "MCPServerConfig", "SandboxConfig", "ServerConfig", "SessionsConfig",
+           "TelemetryConfig", "ToolsConfig", "load_config"]
 
 
 class _Strict(BaseModel):
@@ -215,6 +217,18 @@ class TelemetryConfig(_Strict):
     exporter: Literal["none", "console", "otlp"] = "none"
     endpoint: str | None = None  # the OTLP/HTTP endpoint (default: the SDK's, or its env)
     service_name: str = "hermes-fsm"
+class ConversationConfig(_Strict):
+    """The conversation graph and its pending tasks
+    (:class:`~hermes_fsm.conversation.graph.ConversationPolicy`): on or off, how long a
+    clarification or an approval waits (``pending_ttl_s``), the time decay of a node's
+    confidence and the level below which it is confirmed before use, and how many answers
+    may fail a slot's format before the task is dropped."""
+
+    enabled: bool = True
+    pending_ttl_s: float = Field(default=1800.0, gt=0.0)
+    decay_per_hour: float = Field(default=0.02, ge=0.0, le=1.0)
+    confirm_below: float = Field(default=0.6, ge=0.0, le=1.0)
+    max_slot_failures: int = Field(default=2, ge=0, le=10)
 
 
 class HermesConfig(_Strict):
@@ -235,6 +249,7 @@ class HermesConfig(_Strict):
     context: ContextConfig = ContextConfig()
     bus: BusConfig = BusConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
+    conversation: ConversationConfig = ConversationConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
     @model_validator(mode="after")

@@ -77,28 +77,25 @@ def _node_problems(conv: Any, ids: list[str], *, deprecated_ok: bool = False) ->
 
 
 class EntityRef(Contract):
-    """An entity an intent's slot takes: a node of the conversation graph (``node_id``),
-    or a new one proposed by its ``type`` and ``value`` (and ``canonical``, the value tools
-    take); ``replaces`` names the node a correction deprecates."""
+    """A slot's entity: an existing graph node (node_id) or a new one."""
 
     contract_name = "entity_ref"
     contract_version = "1.0.0"
 
-    slot: str = Field(min_length=1, description="The intent parameter it fills.")
-    type: str = Field(min_length=1, description="Product, Warehouse, Location, Time, ...")
-    value: str = Field(min_length=1, description="As the user said it.")
+    slot: str = Field(min_length=1)
+    type: str = Field(min_length=1, description="Product, Warehouse, Location, Time ...")
+    value: str = Field(min_length=1)
     canonical: str | None = Field(default=None, description="The exact value tools take.")
-    node_id: str | None = Field(default=None, description="An existing node it refers to.")
+    node_id: str | None = None
     replaces: str | None = Field(default=None, description="The node a correction replaces.")
 
 
 class Intent(Contract):
-    """What the user wants: a classified intent, its parameters, and how sure the brain is.
+    """What the user wants: a classified intent, its parameters, and how sure the brain is."""
 
-    ``entities`` reference the conversation graph's nodes (or propose new ones); a
-    referenced ``node_id`` must exist and be active, a ``replaces`` must exist. ``task`` is
-    the pending task this message answers, ``decision`` an answer to a pending approval.
-    """
+    # ``entities`` reference the conversation graph's nodes (or propose new ones): a
+    # ``node_id`` must exist and be active, a ``replaces`` must exist. ``task`` is the
+    # pending task this message answers, ``decision`` an answer to a pending approval.
 
     contract_name = "intent"
     contract_version = "2.0.0"
@@ -109,11 +106,9 @@ class Intent(Contract):
     needs_tools: bool = Field(
         default=True, description="False when the answer needs no tool (small talk, thanks)."
     )
-    entities: list[EntityRef] = Field(
-        default_factory=list, description="The slots' entities: graph node ids or new ones.")
-    task: str | None = Field(default=None, description="The pending task this answers.")
-    decision: Literal["approve", "cancel"] | None = Field(
-        default=None, description="The answer to a pending approval (or a cancellation).")
+    entities: list[EntityRef] = Field(default_factory=list)
+    task: str | None = Field(default=None, description="The pending task it answers.")
+    decision: Literal["approve", "cancel"] | None = None
 
     @model_validator(mode="after")
     def _references_exist(self, info: ValidationInfo) -> Intent:
@@ -188,21 +183,27 @@ class Plan(Contract):
         context lists them as data under ``"calls"``: ``{"index", "tool", "problem"}`` per
         refused call (a brain reads them from :class:`~hermes_fsm.brain.protocol.Repair`).
         """
-        catalog = (info.context or {}).get("tool_catalog")
-        if catalog is None:
-            return self
-        refused = []
-        for i, call in enumerate(self.tool_calls):
-            problem = catalog.check_call(call.tool_name, call.arguments)
-            if problem:
-                refused.append({"index": i, "tool": call.tool_name, "problem": problem})
-        if refused:
-            problems = "; ".join(f"tool_calls[{c['index']}] ({c['tool']}): {c['problem']}"
-                                 for c in refused)
-            # worded as a ValueError would be (type and message), with the calls as data
-            raise PydanticCustomError("value_error", "Value error, {problems}",
-                                      {"problems": problems, "calls": refused})
+        check_calls(self.tool_calls, info)
         return self
+
+
+def check_calls(tool_calls: list[Any], info: ValidationInfo) -> None:
+    """Raise when the tool catalog of the validation context refuses a planned call (see
+    :class:`Plan`; shared with the 1.0 plan contract)."""
+    catalog = (info.context or {}).get("tool_catalog")
+    if catalog is None:
+        return
+    refused = []
+    for i, call in enumerate(tool_calls):
+        problem = catalog.check_call(call.tool_name, call.arguments)
+        if problem:
+            refused.append({"index": i, "tool": call.tool_name, "problem": problem})
+    if refused:
+        problems = "; ".join(f"tool_calls[{c['index']}] ({c['tool']}): {c['problem']}"
+                             for c in refused)
+        # worded as a ValueError would be (type and message), with the calls as data
+        raise PydanticCustomError("value_error", "Value error, {problems}",
+                                  {"problems": problems, "calls": refused})
 
 
 class ToolSuccess(Contract):
@@ -285,10 +286,11 @@ class Response(Contract):
 
 
 class MemoryUpdate(Contract):
-    """One change to long-term memory, tied to the conversation graph node it is about
-    (``target_node_id``, which must exist) and to its evidence in the seed's form:
-    ``user_message``, ``tool:<tool>[:<argument>...]`` (``tool:get_inventory:hz_xh_001:IP15-128``)
-    or a fact id of this turn."""
+    """One change to long-term memory."""
+
+    # ``target_node_id``: the conversation graph node it is about (it must exist);
+    # ``evidence_source`` in the seed's form: ``user_message``, ``tool:<tool>[:<arg>...]``
+    # (``tool:get_inventory:hz_xh_001:IP15-128``), ``session:<id>`` or a fact id.
 
     contract_name = "memory_update"
     contract_version = "2.0.0"
@@ -298,12 +300,10 @@ class MemoryUpdate(Contract):
     value: Any = None
     memory_type: Literal["preference", "fact", "progress", "correction"] = "fact"
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
-    target_node_id: str | None = Field(
-        default=None, description="The conversation graph node it is about (ent_3 ...).")
+    target_node_id: str | None = Field(default=None, description="A graph node id.")
     evidence_source: str = Field(
         pattern=r"^(user_message|memory|session:\S+|fact-\S+|tool:[\w.-]+(:[^:\s]+)*)$",
-        description="user_message, session:<id>, tool:<tool>:<arg>... (e.g. "
-                    "tool:get_inventory:hz_xh_001:IP15-128), or a fact id.")
+        description="e.g. user_message, tool:get_inventory:hz_xh_001:IP15-128, a fact id")
 
     @model_validator(mode="after")
     def _target_exists(self, info: ValidationInfo) -> MemoryUpdate:
@@ -328,7 +328,7 @@ class Clarification(Contract):
     """CLARIFY's output: the question that asks for exactly one slot, with its format;
     the task waits in the session (``task_id``)."""
 
-    contract_name = "clarification"
+    contract_name = "slot_question"
     contract_version = "1.0.0"
 
     text: str = Field(min_length=1)

@@ -32,8 +32,9 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = [
@@ -62,7 +63,8 @@ ENTITY_TYPES: dict[str, str] = {
 }
 """The entity type of a slot by its name, when no tool contract says (``slots.X.entity``)."""
 
-NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment"})
+NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment",
+                          "question"})
 """Intent parameters that are never entities (the language, a constant of the rule …)."""
 
 TaskKind = Literal["clarify", "approval", "confirm"]
@@ -272,10 +274,10 @@ class Conversation:
     def to_data(self) -> dict[str, Any]:
         """The whole state as JSON-ready data (what a checkpoint keeps)."""
         return {"counter": self.counter,
-                "entities": [asdict(n) for n in self.entities.values()],
-                "intents": [asdict(n) for n in self.intents.values()],
-                "edges": [asdict(e) for e in self.edges],
-                "tasks": [asdict(t) for t in self.tasks]}
+                "entities": [_plain(n) for n in self.entities.values()],
+                "intents": [_plain(n) for n in self.intents.values()],
+                "edges": [_plain(e) for e in self.edges],
+                "tasks": [_plain(t) for t in self.tasks]}
 
     @classmethod
     def from_data(cls, data: Mapping[str, Any]) -> Conversation:
@@ -305,6 +307,7 @@ _PUNCT = re.compile(r"[\s\W_]+", re.UNICODE)
 _ADMIN = re.compile(r"(?<=.)[省市](?=.)")  # 杭州市西湖区 is 杭州西湖区: 省/市 inside a name
 
 
+@lru_cache(maxsize=4096)
 def merge_key(value: str) -> str:
     """What two mentions of one entity share: NFKC, case-folded, without spaces and
     punctuation, and without 省/市 inside a place name ("杭州市西湖区" → "杭州西湖区").
@@ -367,8 +370,27 @@ def apply_ops(conv: Conversation, ops: Iterable[Mapping[str, Any]]) -> Conversat
 
 
 def _number(node_id: str) -> int:
-    match = re.match(r"^[a-z]+_(\d+)", node_id)
-    return int(match.group(1)) if match else 0
+    """The sequence number in a node id (``ent_3_v2`` → 3)."""
+    parts = node_id.split("_", 2)
+    return int(parts[1]) if len(parts) > 1 and parts[1].isdigit() else 0
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    """A node or task as a plain dict (``dataclasses.asdict`` without its deep copy: the
+    values are strings, numbers and flat lists or dicts, copied one level)."""
+    out = {}
+    for f in _FIELDS.get(type(obj)) or _fields_of(type(obj)):
+        value = getattr(obj, f)
+        out[f] = value.copy() if isinstance(value, list | dict) else value
+    return out
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _fields_of(cls: type) -> tuple[str, ...]:
+    names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
 
 
 class GraphEdit:
@@ -405,7 +427,7 @@ class GraphEdit:
                       "confidence": confidence})
             return found.id
         node_id = self._new_id("ent")
-        self._do({"op": "entity", "node": asdict(EntityNode(
+        self._do({"op": "entity", "node": _plain(EntityNode(
             node_id, type_, str(value), str(canonical), confidence, 1, self.at, self.at,
             merge_key(value), None, [self.source] if self.source else []))})
         return node_id
@@ -427,7 +449,7 @@ class GraphEdit:
             base = old_id.split("_v")[0]
             version = old.version + 1
             new_id = f"{base}_v{version}"
-            self._do({"op": "entity", "node": asdict(EntityNode(
+            self._do({"op": "entity", "node": _plain(EntityNode(
                 new_id, type_, str(value), str(canonical), confidence, version, self.at,
                 self.at, merge_key(value), None, [self.source] if self.source else []))})
         self._do({"op": "edge", "kind": "replaces", "src": new_id, "dst": old_id})
@@ -442,7 +464,7 @@ class GraphEdit:
                turn_id: str = "", status: str = "active") -> str:
         """A new intent node with its entity slots (``refers_to`` edges). Returns its id."""
         intent_id = self._new_id("int")
-        self._do({"op": "intent", "node": asdict(IntentNode(
+        self._do({"op": "intent", "node": _plain(IntentNode(
             intent_id, type_, dict(params), dict(extra), status, self.at, turn_id))})
         for node_id in params.values():
             self._do({"op": "edge", "kind": "refers_to", "src": intent_id, "dst": node_id})
@@ -454,7 +476,7 @@ class GraphEdit:
 
     def push_task(self, task: Task) -> None:
         """Push (or replace) a pending task."""
-        self._do({"op": "task", "task": asdict(task)})
+        self._do({"op": "task", "task": _plain(task)})
 
     def new_task_id(self) -> str:
         """An id for a new task."""

@@ -58,14 +58,31 @@ def _spec(specs: Mapping[str, Any] | None, name: str, field: str) -> Any:
     return spec.get(field) if isinstance(spec, Mapping) else getattr(spec, field, None)
 
 
+_CACHE: dict[tuple[int, int, bool], tuple[Any, Any, list[Slot]]] = {}
+
+
 def required_slots(input_schema: Mapping[str, Any], specs: Mapping[str, Any] | None = None,
                    *, every: bool = False) -> list[Slot]:
     """The slots of a tool (its required inputs; ``every``: all inputs), in schema order.
 
     Args:
-        input_schema: the tool's input JSON Schema.
+        input_schema: the tool's input JSON Schema (read it, never change it: the slots of
+            a schema object are computed once).
         specs: the contract's ``slots`` (``SlotSpec`` objects or mappings), if any.
     """
+    key = (id(input_schema), id(specs), every)
+    cached = _CACHE.get(key)
+    if cached is not None and cached[0] is input_schema and cached[1] is specs:
+        return cached[2]
+    slots = _slots(input_schema, specs, every)
+    if len(_CACHE) > 1024:
+        _CACHE.clear()
+    _CACHE[key] = (input_schema, specs, slots)  # the objects keep their ids while cached
+    return slots
+
+
+def _slots(input_schema: Mapping[str, Any], specs: Mapping[str, Any] | None,
+           every: bool) -> list[Slot]:
     required = set(input_schema.get("required", ()))
     slots = []
     for name, prop in (input_schema.get("properties") or {}).items():

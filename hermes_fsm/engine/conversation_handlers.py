@@ -107,17 +107,22 @@ async def classify(turn: TurnContext) -> Any:
     _emit(turn, edit)
     task = conv.pending(now)
     if task is None:
-        return await ask_brain(turn)
+        return _confirm_stale(turn, await ask_brain(turn))
     lang = _lang(task.parameters, turn.text)
     said = reply_kind(turn.text)
+    if task.kind == "confirm" and said == "yes":  # the old node is still meant: go on
+        return {"intent_type": task.intent_type, "parameters": dict(task.parameters),
+                "confidence": 1.0, "needs_tools": True, "task": task.id}
     if said == "no":
         return {"intent_type": "cancel_task", "parameters": {"lang": lang, "kind": task.kind},
                 "confidence": 1.0, "needs_tools": False, "task": task.id, "decision": "cancel"}
+    if task.kind == "confirm":
+        return _confirm_stale(turn, await ask_brain(turn))  # a new message: not confirmed
     if task.kind == "approval":
         if said == "yes":
             return {"intent_type": task.intent_type, "parameters": dict(task.parameters),
-                    "confidence": 1.0, "needs_tools": True, "task": task.id,
-                    "decision": "approve"}
+                    "confidence": 1.0, "needs_tools": False,  # no new plan: the stored one
+                    "task": task.id, "decision": "approve"}
         return await ask_brain(turn)  # a new message: the approval stays pending
     slot = _slot(turn, task.tool, task.slot)
     value = value_in_text(slot, turn.text)
@@ -133,6 +138,46 @@ async def classify(turn: TurnContext) -> Any:
             "confidence": 1.0, "needs_tools": True, "task": task.id}
 
 
+def _confirm_stale(turn: TurnContext, raw: Any) -> Any:
+    """``raw`` unless it reuses a node whose confidence has decayed below the policy's
+    ``confirm_below`` (seed 002 tip 5: a day-old reference is confirmed before it is used):
+    then a ``confirm`` task waits with the intent, and the answer asks about the node."""
+    data = raw
+    if isinstance(raw, str | bytes):
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            return raw
+    if not isinstance(data, dict) or not data.get("needs_tools", True):
+        return raw
+    policy = turn.services.conversation
+    conv = turn.conversation()
+    now = turn.services.clock.now()
+    for ref in data.get("entities") or ():
+        node = conv.entities.get(ref.get("node_id") or "") if isinstance(ref, dict) else None
+        if node is None or conv.confidence_at(node, now, policy.decay_per_hour) >= \
+                policy.confirm_below:
+            continue
+        parameters = dict(data.get("parameters") or {})
+        lang = _lang(parameters, turn.text)
+        edit = _edit(turn)
+        task_id = edit.new_task_id()
+        question_text = (f"您指的还是之前提到的“{node.value}”吗?回复“是”继续,或告诉我新的。"
+                         if lang == "zh" else
+                         f'Do you still mean "{node.value}" from earlier? Say yes to go on, '
+                         "or tell me which one.")
+        edit.push_task(Task(task_id, "confirm", str(data.get("intent_type", "unknown")),
+                            parameters, now.isoformat(),
+                            (now + timedelta(seconds=policy.pending_ttl_s)).isoformat(),
+                            slot=ref.get("slot", ""), question=question_text,
+                            node_id=node.id))
+        _emit(turn, edit)
+        turn.awaiting = "awaiting_input"
+        return {"intent_type": "confirm_entity", "confidence": 1.0, "needs_tools": False,
+                "parameters": {"lang": lang, "question": question_text}, "task": task_id}
+    return raw
+
+
 def _confidence(raw: Any) -> float:
     if isinstance(raw, str | bytes):
         try:
@@ -143,24 +188,37 @@ def _confidence(raw: Any) -> float:
     return float(value) if isinstance(value, int | float) else 0.0
 
 
+_DECLARED: dict[int, tuple[Any, tuple[str, ...], dict[str, str]]] = {}
+
+
 def _declared_types(turn: TurnContext) -> dict[str, str]:
-    """Slot name → entity type, as the tool contracts' ``slots`` declare."""
-    declared: dict[str, str] = {}
+    """Slot name → entity type, as the tool contracts' ``slots`` declare (per registry,
+    computed again when its tools change)."""
     tools = turn.services.tools
-    for name in tools.names():
+    names = tuple(tools.names())
+    cached = _DECLARED.get(id(tools))
+    if cached is not None and cached[0] is tools and cached[1] == names:
+        return cached[2]
+    declared: dict[str, str] = {}
+    for name in names:
         contract = tools.get(name).contract
         if contract is not None:
             declared.update({k: v.entity for k, v in contract.slots.items() if v.entity})
+    if len(_DECLARED) > 64:
+        _DECLARED.clear()
+    _DECLARED[id(tools)] = (tools, names, declared)
     return declared
 
 
 async def record_intent(turn: TurnContext, output: Intent) -> None:
-    """INTENT's ``on_output``: the intent's entities and the intent node into the graph."""
+    """INTENT's ``on_output``: the intent's entities and the intent node into the graph
+    (an intent of an older contract, without ``entities``, gives its parameters)."""
     if not turn.services.conversation.enabled:
         return
     edit = _edit(turn)
     ids: dict[str, str] = {}
-    for ref in output.entities:
+    decision, task = getattr(output, "decision", None), getattr(output, "task", None)
+    for ref in getattr(output, "entities", ()):
         if ref.replaces is not None:
             ids[ref.slot] = edit.correct(ref.replaces, ref.type, ref.value, ref.canonical)
         elif ref.node_id is not None:
@@ -179,9 +237,15 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
         if declared is None:
             declared = _declared_types(turn)
         ids[slot] = edit.mention(entity_type_of(slot, declared), value, value)
-    if output.decision == "cancel" and output.task is not None:
-        edit.end_task(output.task, "cancelled")
-    if output.needs_tools or ids:
+    if decision == "cancel" and task is not None:
+        edit.end_task(task, "cancelled")
+    confirmed = next((t for t in turn.conversation().tasks if t.id == task
+                      and t.kind == "confirm"), None)
+    if confirmed is not None and output.intent_type != "confirm_entity":
+        if confirmed.node_id in turn.conversation().entities:
+            edit.confirm(confirmed.node_id)  # fresh again: decay restarts now
+        edit.end_task(confirmed.id, "confirmed")
+    if output.needs_tools or ids or decision == "approve":
         edit.intent(output.intent_type, ids, extra, turn.turn_id)
     _emit(turn, edit)
 

@@ -49,6 +49,7 @@ from hermes_fsm._internal.yaml_lines import (
     load_yaml_text,
 )
 from hermes_fsm.contracts.base import ContractRegistry
+from hermes_fsm.contracts.legacy import LEGACY_CONTRACTS
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.states import STATE_CONTRACTS
 from hermes_fsm.errors import ContractError, GraphError
@@ -233,7 +234,7 @@ class _Resolver:
     ) -> None:
         self.doc, self.path, self.spec = doc, path, spec
         if contracts is None:
-            contracts = ContractRegistry(STATE_CONTRACTS)
+            contracts = ContractRegistry((*STATE_CONTRACTS, *LEGACY_CONTRACTS))
         self.contracts = contracts
 
     def fail(self, loc: tuple[Any, ...], problem: str) -> GraphError:

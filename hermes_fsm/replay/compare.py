@@ -79,8 +79,29 @@ def _comparison(kind: str) -> _Comparison | None:
             return None
         fields = [n for n in cls.model_fields if n not in _VOLATILE]
         defaults = dict(event_data(cls, {}))
-        found = _COMPARED[kind] = (itemgetter(*fields), defaults, frozenset(defaults))
+        getter: Callable[[Mapping[str, Any]], Any] = itemgetter(*fields)
+        if kind == "graph_updated":  # the graph's diff is compared, the times in it are not
+            getter = _graph_diff
+        found = _COMPARED[kind] = (getter, defaults, frozenset(defaults))
     return found
+
+
+_GRAPH_TIMES = frozenset({"at", "created_at", "seen_at", "deprecated_at", "expires_at"})
+"""Times inside a ``graph_updated`` diff (from the clock: volatile, like an event's ``at``)."""
+
+
+def _graph_diff(data: Mapping[str, Any]) -> Any:
+    """A ``graph_updated`` event's state and ops without their times (a deprecation stays
+    a deprecation: ``deprecated_at`` is compared as set or not)."""
+    def timeless(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: (v is not None if k == "deprecated_at" else timeless(v))
+                    for k, v in value.items() if k not in _GRAPH_TIMES or k == "deprecated_at"}
+        if isinstance(value, list):
+            return [timeless(v) for v in value]
+        return value
+
+    return data["state"], timeless(data["ops"])
 
 
 def _recorded(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -113,7 +134,8 @@ def _reason(expected: Mapping[str, Any] | None, actual: Mapping[str, Any] | None
             return (f"a different tool call: recorded {expected.get('tool')}, "
                     f"now {actual.get('tool')}")
         return f"different arguments for {actual.get('tool')}"
-    if ek == "state_output" and ak == "contract_violation":
+    if ek in ("state_output", "graph_updated") and ak == "contract_violation":
+        # (an output's graph update is recorded just before the output itself)
         return (f"the recorded output of {expected.get('state')} no longer validates "
                 f"against {actual.get('contract')}")
     if ek == ak == "state_output":

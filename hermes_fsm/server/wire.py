@@ -59,11 +59,17 @@ class TurnResponse(BaseModel):
 
     session_id: str
     turn_id: str
-    status: str = Field(description="completed, degraded or partial")
+    status: str = Field(description="completed, degraded, partial, awaiting_input or "
+                                    "awaiting_approval")
     answer: str
     path: list[str]
     duration_ms: float
     last_seq: int = Field(description="the seq of the turn's last event")
+    pending: dict[str, Any] | None = Field(
+        default=None, description="what the turn waits for (awaiting_*): the task id, its "
+        "kind (clarify, approval, confirm), the question, the slot, and for an approval the "
+        "exact calls that would run; answer it with the next message on the session "
+        "(yes/确认 or no/取消 for an approval)")
 
 
 class ErrorBody(BaseModel):
@@ -105,7 +111,28 @@ def result_json(result: TurnResult) -> dict[str, Any]:
         events[-1].seq if len(events) else 0)
     return {"session_id": result.session_id, "turn_id": result.turn_id,
             "status": result.status, "answer": result.answer, "path": list(result.path),
-            "duration_ms": result.duration_ms, "last_seq": last_seq}
+            "duration_ms": result.duration_ms, "last_seq": last_seq,
+            "pending": _pending(events) if result.status.startswith("awaiting") else None}
+
+
+def _pending(events: Any) -> dict[str, Any] | None:
+    """The task the turn left waiting, from its ``graph_updated`` events."""
+    waiting: dict[str, dict[str, Any]] = {}
+    data = events.data if isinstance(events, EventList) else [e.model_dump() for e in events]
+    for event in data:
+        if event["kind"] != "graph_updated":
+            continue
+        for op in event["ops"]:
+            if op["op"] == "task":
+                waiting[op["task"]["id"]] = op["task"]
+            elif op["op"] == "task_end":
+                waiting.pop(op["id"], None)
+    if not waiting:
+        return None
+    task = list(waiting.values())[-1]
+    return {"task_id": task["id"], "kind": task["kind"], "question": task["question"],
+            "slot": task["slot"] or None, "calls": task["plan"],
+            "expires_at": task["expires_at"]}
 
 
 class JSONBytes(Response):

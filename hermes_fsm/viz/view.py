@@ -20,6 +20,7 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from hermes_fsm.conversation.graph import Conversation, apply_ops
 from hermes_fsm.events.recording import Recording
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.viz.overlay import overlay_from_events
@@ -100,6 +101,8 @@ def event_summary(event: Any) -> str:
         return f"{event.update_type} {event.key}: {event.status}"
     if kind == "turn_finished":
         return f"{event.status} in {event.duration_ms:.1f} ms: {_short(event.answer, 90)}"
+    if kind == "graph_updated":
+        return _short(", ".join(_op_text(op) for op in event.ops), 160)
     common = {"session_id", "turn_id", "seq", "at", "kind", "state"}
     return _short({k: v for k, v in event.model_dump(mode="json").items() if k not in common})
 
@@ -184,6 +187,60 @@ def _turns(recording: Recording) -> list[str]:
     return rows
 
 
+def _op_text(op: dict[str, Any]) -> str:
+    kind = op.get("op")
+    if kind == "entity":
+        node = op["node"]
+        return f"+{node['id']} {node['type']}={node['canonical']}"
+    if kind == "intent":
+        return f"+{op['node']['id']} {op['node']['type']}"
+    if kind == "task":
+        return f"task {op['task']['id']} {op['task']['kind']} waits"
+    if kind in ("deprecate", "mention", "intent_status", "task_end"):
+        return f"{kind} {op.get('id')}"
+    return f"{kind} {op.get('src', '')}→{op.get('dst', '')}"
+
+
+def _conversation(recording: Recording) -> list[str]:
+    """Per turn: the intent nodes it made (their slots → entity nodes), the entities it
+    touched (deprecated ones struck through) and the task left waiting."""
+    conv = Conversation()
+    rows = ['<table class="conversation"><thead><tr><th>#</th><th>intents</th>'
+            "<th>entities</th><th>waiting</th></tr></thead><tbody>"]
+    for number, events in enumerate(recording.turns(), start=1):
+        touched: list[str] = []
+        made: list[str] = []
+        for event in events:
+            if event.kind != "graph_updated":
+                continue
+            apply_ops(conv, event.ops)
+            for op in event.ops:
+                if op["op"] == "intent":
+                    made.append(op["node"]["id"])
+                elif op["op"] in ("entity", "mention", "deprecate"):
+                    node_id = op["node"]["id"] if op["op"] == "entity" else op["id"]
+                    if node_id not in touched:
+                        touched.append(node_id)
+        intents = []
+        for intent_id in made:
+            node = conv.intents[intent_id]
+            slots = ", ".join(f"{slot}={ref} {conv.entities[ref].canonical}"
+                              for slot, ref in node.params.items() if ref in conv.entities)
+            intents.append(f"{escape(intent_id)} {escape(node.type)}({escape(slots)})")
+        entities = []
+        for node_id in touched:
+            e = conv.entities[node_id]
+            text = escape(f"{e.id} {e.type} {e.value} → {e.canonical} v{e.version} "
+                          f"({e.confidence:.2f})")
+            entities.append(text if e.active else f"<s>{text}</s>")
+        waiting = " ".join(f"{escape(t.id)} {escape(t.kind)} {escape(t.slot or t.intent_type)}"
+                           for t in conv.tasks)
+        rows.append(f"<tr><td>{number}</td><td>{'<br>'.join(intents)}</td>"
+                    f"<td>{'<br>'.join(entities)}</td><td>{waiting}</td></tr>")
+    rows.append("</tbody></table>")
+    return rows
+
+
 def _timeline(recording: Recording) -> list[str]:
     rows = ['<table class="timeline"><thead><tr><th>seq</th><th>+ms</th><th>kind</th>'
             "<th>state</th><th>summary</th></tr></thead><tbody>"]
@@ -238,6 +295,7 @@ def render_view(recording: Recording, graph: Graph) -> str:
         "Click a state to step to its next event.</p>",
         to_svg(graph, overlay, standalone=False),
         "<h2>Turns</h2>", *_turns(recording),
+        "<h2>Conversation graph</h2>", *_conversation(recording),
         "</section>",
         '<section class="panel side">',
         '<h2>Timeline <span class="controls"><button type="button" id="prev">◀ prev</button>'

@@ -87,8 +87,11 @@ async def main() -> None:
 
     old = _graph_doc()
     old["version"] = "0.9.0"
+    del old["states"]["APPROVED"]  # the approvals of today's graph came later too
     old["transitions"] = [t for t in old["transitions"]
-                          if not (t["source"] == "INTENT" and t["dest"] == "RESPONSE")]
+                          if not (t["source"] == "INTENT" and t["dest"] in ("RESPONSE",
+                                                                            "APPROVED"))
+                          and "APPROVED" not in (t["source"], t["dest"])]
     old["transitions"][1] = {"source": "INTENT", "dest": "PLANNING"}
     old_graph = parse_graph(yaml.safe_dump(old, sort_keys=False), "agent_turn@0.9.yaml")
     await _record("divergent_graph", _orchestrator(old_graph), "golden-divergent", "carol",

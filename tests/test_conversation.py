@@ -1,0 +1,280 @@
+"""The conversation graph: merge, correction, decay, the fold, contracts that reference it,
+durability through a store, and what a model is shown."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pydantic
+import pytest
+
+from hermes_fsm.brain.prompt import chat_messages
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.contracts.states import Intent, MemoryUpdate, Plan
+from hermes_fsm.conversation.graph import (
+    Conversation,
+    ConversationPolicy,
+    GraphEdit,
+    apply_ops,
+    merge_key,
+)
+from hermes_fsm.conversation.slots import question, required_slots, slot_problems
+from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.sources import FixedClock
+from hermes_fsm.store.sqlite import SQLiteStore
+
+AT = "2026-06-12T08:00:00+00:00"
+
+
+def test_a_re_mention_merges_and_a_different_product_does_not() -> None:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    first = edit.mention("Location", "杭州西湖区")
+    assert edit.mention("Location", "杭州市西湖区") == first
+    assert edit.mention("Product", "iPhone 15") != edit.mention("Product", "iPhone 15 Pro")
+    assert conv.entities[first].sources == ["m1"]
+    assert merge_key("iPhone 15") != merge_key("iPhone 15 Pro")
+
+
+def test_a_correction_deprecates_keeps_and_versions() -> None:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    old = edit.mention("Location", "杭州西湖区", confidence=0.92)
+    new = edit.correct(old, "Location", "深圳南山区")
+    assert conv.entities[old].deprecated_at == AT and conv.entities[old].confidence == 0.92
+    assert (conv.entities[new].version, conv.entities[new].active) == (2, True)
+    assert ("replaces", new, old) in [(e.kind, e.src, e.dst) for e in conv.edges]
+    assert conv.latest("Location").id == new  # type: ignore[union-attr]
+
+
+def test_confidence_decays_so_a_day_old_node_needs_confirming() -> None:
+    conv = Conversation()
+    node = conv.entities[GraphEdit(conv, AT, "m1").mention("Location", "杭州西湖区",
+                                                         confidence=0.95)]
+    now = datetime.fromisoformat(AT)
+    policy = ConversationPolicy()
+    assert conv.confidence_at(node, now, policy.decay_per_hour) == 0.95
+    day_later = conv.confidence_at(node, now + timedelta(hours=24), policy.decay_per_hour)
+    assert day_later == pytest.approx(0.47) and day_later < policy.confirm_below
+
+
+def test_the_fold_of_the_ops_rebuilds_the_same_graph() -> None:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    a = edit.mention("Product", "A1001")
+    b = edit.mention("Warehouse", "east")
+    edit.intent("inventory_query", {"sku": a, "warehouse": b}, {"lang": "zh"}, "t1")
+    edit.correct(b, "Warehouse", "south")
+    rebuilt = apply_ops(Conversation(), edit.ops)
+    assert rebuilt.to_data() == conv.to_data()
+    assert Conversation.from_data(conv.to_data()).to_data() == conv.to_data()
+
+
+def graph_with_a_correction() -> tuple[Conversation, str, str]:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    old = edit.mention("Warehouse", "east")
+    return conv, old, edit.correct(old, "Warehouse", "south")
+
+
+def plan_citing(node_id: str) -> dict[str, object]:
+    return {"tool_calls": [{"tool_name": "inventory_lookup", "arguments": {"sku": "A1001"},
+                            "reasoning_trace": f"Based on {node_id} from the graph"}]}
+
+
+def test_the_plan_contract_refuses_a_deprecated_or_unknown_cited_node() -> None:
+    conv, old, new = graph_with_a_correction()
+    assert Plan.validate_output(plan_citing(new), {"conversation": conv})
+    with pytest.raises(pydantic.ValidationError, match="is deprecated"):
+        Plan.validate_output(plan_citing(old), {"conversation": conv})
+    with pytest.raises(pydantic.ValidationError, match="names no node"):
+        Plan.validate_output(plan_citing("ent_99"), {"conversation": conv})
+    with pytest.raises(pydantic.ValidationError, match="names no node"):
+        Plan.validate_output({"tool_calls": [{"tool_name": "t", "arguments": {},
+                                              "reasoning_trace": "x", "cites": ["int_7"]}]},
+                             {"conversation": conv})
+
+
+def test_the_intent_contract_checks_the_nodes_it_references() -> None:
+    conv, old, new = graph_with_a_correction()
+    ref = {"slot": "warehouse", "type": "Warehouse", "value": "south", "node_id": new}
+    good = {"intent_type": "q", "parameters": {}, "confidence": 0.9, "entities": [ref]}
+    assert Intent.validate_output(good, {"conversation": conv})
+    bad = {**good, "entities": [{**ref, "node_id": old}]}
+    with pytest.raises(pydantic.ValidationError, match="deprecated"):
+        Intent.validate_output(bad, {"conversation": conv})
+
+
+def test_memory_updates_carry_a_target_node_and_an_evidence_source_in_the_seed_form() -> None:
+    conv, old, _ = graph_with_a_correction()
+    update = MemoryUpdate.validate_output(
+        {"key": "inventory.hz_xh_001.IP15-128", "update_type": "create", "value": 8,
+         "target_node_id": old, "evidence_source": "tool:get_inventory:hz_xh_001:IP15-128"},
+        {"conversation": conv})
+    assert update.target_node_id == old  # type: ignore[attr-defined]
+    with pytest.raises(pydantic.ValidationError, match="evidence_source"):
+        MemoryUpdate.validate_output({"key": "k", "update_type": "create",
+                                      "evidence_source": "I just know"})
+    with pytest.raises(pydantic.ValidationError, match="names no node"):
+        MemoryUpdate.validate_output({"key": "k", "update_type": "create",
+                                      "evidence_source": "user_message",
+                                      "target_node_id": "ent_42"}, {"conversation": conv})
+
+
+def test_slots_come_from_the_contract_and_the_question_names_the_format() -> None:
+    schema = {"type": "object", "required": ["order_id"],
+              "properties": {"order_id": {"type": "string", "pattern": r"^ORD-\d{8}$"}}}
+    slot = required_slots(schema, {"order_id": {"ask": "请问您的订单号是多少?"}})[0]
+    assert question(slot, "zh") == "请问您的订单号是多少?格式类似 ORD-12345678"
+    assert slot_problems(schema, {}) and slot_problems(schema, {"order_id": "ORD-12345678"}) == []
+
+
+async def test_the_graph_is_durable_and_a_new_process_rebuilds_it(tmp_path: Path) -> None:
+    """The graph is the fold of graph_updated events: a second orchestrator on the same
+    store (another process, as far as the session knows) continues the conversation."""
+    path = tmp_path / "s.db"
+    first = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                         store=SQLiteStore(path))
+    assert "342" in (await first.run_turn("s1", "A1001 在华东仓还有多少", "u1")).answer
+    graph = first.sessions()["s1"].conversation.to_data()  # type: ignore[union-attr]
+    await first.aclose()
+    second = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                          store=SQLiteStore(path))
+    result = await second.run_turn("s1", "那华南仓呢?", "u1")
+    assert "华南" in result.answer and "0 件" in result.answer
+    rebuilt = second.sessions()["s1"].conversation
+    assert rebuilt is not None
+    assert [n["id"] for n in graph["entities"]] == [n.id for n in rebuilt.entities.values()][:2]
+    await second.aclose()
+
+
+async def test_the_graph_off_keeps_turns_standalone() -> None:
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                                conversation=ConversationPolicy(enabled=False))
+    await orchestrator.run_turn("s1", "A1001 在华东仓还有多少")
+    result = await orchestrator.run_turn("s1", "那华南仓呢?")
+    assert "抱歉" in result.answer
+    assert not any(e.kind == "graph_updated" for e in result.events)
+
+
+async def test_a_model_is_shown_the_graph_and_the_pending_task() -> None:
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                                clock=FixedClock(datetime(2026, 6, 12, tzinfo=UTC)))
+    await orchestrator.run_turn("s1", "A1001 在华东仓还有多少")
+    conv = orchestrator.sessions()["s1"].conversation
+    request = BrainRequest("INTENT", "intent", {}, "那华南仓呢?", "u1", conversation=conv)
+    prompt = chat_messages(request)[1]["content"]
+    assert "ent_1 Product: A1001" in prompt and "ent_2 Warehouse: east" in prompt
+    assert "Last task: int_3 inventory_query(sku=ent_1, warehouse=ent_2)" in prompt
+
+
+async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it() -> None:
+    import httpx
+
+    from hermes_fsm.server import create_app
+    from tests.conversation_support import slot_registry, slot_rules
+    from tests.http_support import served
+
+    sent: list[dict[str, object]] = []
+    orchestrator = Orchestrator(brain=RulesBrain(slot_rules()), tools=slot_registry(sent))
+    app = create_app(orchestrator, tokens={"t": "alice"})
+    auth = {"Authorization": "Bearer t"}
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        asked = (await http.post("/v1/sessions/s1/turns", headers=auth,
+                                 json={"text": "send the report to li@example.com"})).json()
+        assert asked["status"] == "awaiting_approval"
+        pending = asked["pending"]
+        assert pending["kind"] == "approval" and [
+            (c["tool_name"], c["arguments"]) for c in pending["calls"]] == [
+            ("send_report", {"to": "li@example.com"})]
+        assert sent == []
+        done = (await http.post("/v1/sessions/s1/turns", headers=auth,
+                                json={"text": "yes"})).json()
+        assert done["status"] == "completed" and done["pending"] is None
+        assert sent == [{"to": "li@example.com"}]
+
+
+def test_the_configuration_sets_the_conversation_policy(tmp_path: Path) -> None:
+    from hermes_fsm.config import build_orchestrator
+    from hermes_fsm.config.settings import load_config
+
+    path = tmp_path / "hermes.yaml"
+    path.write_text("conversation: {pending_ttl_s: 60, max_slot_failures: 1}\n"
+                    "mcp_servers: {}\nsessions: {store: memory}\n", encoding="utf-8")
+    orchestrator = build_orchestrator(load_config(path, environ={}))
+    assert orchestrator.services.conversation == ConversationPolicy(pending_ttl_s=60,
+                                                                    max_slot_failures=1)
+    path.write_text("conversation: {pending_ttl_s: -1}\n", encoding="utf-8")
+    with pytest.raises(Exception, match=r"hermes.yaml:1.*pending_ttl_s"):
+        load_config(path, environ={})
+
+
+async def test_view_draws_each_turns_intents_and_entities_with_corrections_struck() -> None:
+    from hermes_fsm.events.recording import parse_recording, recording_text
+    from hermes_fsm.viz.view import render_view
+
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
+    for text in ("A1001 在华东仓还有多少", "那华南仓呢?", "不对,我说的是华北仓"):
+        await orchestrator.run_turn("s1", text, "u1")
+    recording = parse_recording(recording_text(orchestrator, "s1"), "<test>")
+    page = render_view(recording, orchestrator.graph)
+    table = page[page.index('<table class="conversation">'):]
+    table = table[:table.index("</table>")]
+    assert "int_3 inventory_query(sku=ent_1 A1001, warehouse=ent_2 east)" in table
+    assert "<s>ent_4 Warehouse south → south v1 (0.90)</s>" in table
+    assert "ent_4_v2 Warehouse north → north v2 (0.98)" in table
+
+
+PRODUCT_RULES = """
+aliases:
+  product: {IP15: [iphone 15], IP15P: [iphone 15 pro]}
+intents:
+  - name: stock
+    confidence: 0.9
+    needs_tools: true
+    patterns: ['库存|\\bstock\\b']
+    extract: ['(?P<sku>iphone 15(?: pro)?)', '(?P<store>杭州西湖区|深圳南山区|上海徐汇区)']
+    normalize: {sku: product}
+plans:
+  stock:
+    - tool: stock
+      arguments: {sku: '{sku}', store: '{store?}'}
+      reasoning: Stock of {sku}.
+answers:
+  tools: {stock: [{en: '{sku}: {count}', zh: '{sku}: {count}'}]}
+  replies: {unknown: [{en: '?', zh: '?'}]}
+  generic: [{en: '{tool}: {output}', zh: '{tool}: {output}'}]
+  failure: [{en: 'failed: {message}', zh: '失败: {message}'}]
+  no_facts: [{en: none, zh: 无}]
+  unavailable: [{en: unavailable, zh: 不可用}]
+"""
+
+
+async def test_a_variant_of_the_product_and_a_store_correction_reuse_the_last_task() -> None:
+    from hermes_fsm.brain.rulebook import RuleBook
+    from hermes_fsm.tools.registry import ToolRegistry
+
+    registry = ToolRegistry()
+    calls: list[dict[str, object]] = []
+
+    @registry.tool(inline=True)
+    def stock(sku: str, store: str | None = None) -> dict[str, object]:
+        """Stock of a product in a store."""
+        calls.append({"sku": sku, "store": store})
+        return {"sku": sku, "count": 8}
+
+    orchestrator = Orchestrator(brain=RulesBrain(RuleBook.from_yaml(PRODUCT_RULES)),
+                                tools=registry)
+    for text in ("帮我查iPhone 15在杭州西湖区门店的库存", "那上海徐汇区呢", "不对,深圳南山区",
+                 "Pro 呢"):
+        await orchestrator.run_turn("s1", text, "u1")
+    assert calls == [{"sku": "IP15", "store": "杭州西湖区"},
+                     {"sku": "IP15", "store": "上海徐汇区"},
+                     {"sku": "IP15", "store": "深圳南山区"},
+                     {"sku": "IP15P", "store": "深圳南山区"}]
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None
+    assert {n.canonical for n in conv.entities.values() if not n.active} == {"上海徐汇区"}
