@@ -15,8 +15,9 @@ embedded default (a Qdrant Edge shard in a temporary directory) with each embedd
 calibrated policy: recall@5 and recall@1 per slice, queries with nothing recalled,
 superseded values returned (must be 0), ms per query (embedding included).
 
-engines: each engine is filled with ``--items`` items of one user (hashing vectors, 512
-dims, computed before timing) through ``put`` in batches of 1,000 (commit throughput in
+engines: each engine is filled with ``--items`` items spread over ``--users`` users
+(recall asks for a user holding 1/users of them; ``--users 1``: one user holds all, the
+worst case for a filtered search) (hashing vectors, 512 dims, computed before timing) through ``put`` in batches of 1,000 (commit throughput in
 batches: items/s), closed, then opened cold in a fresh process which measures the open,
 the RSS it added, and 200 recalls (``TieredMemory.recall``: embed, filtered top-k,
 scoring). The old local mode takes minutes per 10k items to fill: it gets ``--old-items``.
@@ -171,8 +172,16 @@ async def bench_calibrate() -> None:
 
 # --- engines ----------------------------------------------------------------------------
 
+USERS = 1000  # engines: items are spread over this many users (--users)
+
+
+def bench_user(i: int) -> str:
+    """The owner of item ``i``: ``bench-user`` (the one recalled) holds every USERS-th."""
+    return "bench-user" if i % USERS == 0 else f"user-{i % USERS}"
+
+
 def bench_items(n: int, start: int = 0) -> list[MemoryItem]:
-    return [MemoryItem("bench-user", f"fact.{i}", text(i), "fact", 0.8, "active",
+    return [MemoryItem(bench_user(i), f"fact.{i}", text(i), "fact", 0.8, "active",
                        NOW - timedelta(days=i % 300), NOW, "user_message", f"t{i}",
                        item_id=str(uuid.UUID(int=i + 1)))
             for i in range(start, start + n)]
@@ -215,8 +224,10 @@ async def recall_latency(memory: TieredMemory, runs: int = 200) -> tuple[float, 
     return statistics.median(times), times[int(len(times) * 0.99) - 1]
 
 
-async def child_open(engine: str, path: str) -> None:
+async def child_open(engine: str, path: str, users: str) -> None:
     """In a fresh process: open cold (with the first recall), RSS added, recall p50/p99."""
+    global USERS
+    USERS = int(users)
     embedder = HashingEmbedder()
     if engine == "edge":  # the engine's own code is not the data's memory
         import qdrant_edge  # noqa: F401
@@ -238,8 +249,9 @@ async def child_open(engine: str, path: str) -> None:
 async def bench_engines(items: int, old_items: int) -> None:
     warnings.filterwarnings("ignore", message="Local mode is not recommended")
     embedder = HashingEmbedder()
-    print(f"engines: one user's items, hashing vectors ({embedder.dim} dims), put in batches of "
-          "1,000; opened cold in a fresh process")
+    print(f"engines: items of {USERS} users (recall: a user with 1/{USERS} of them), hashing "
+          f"vectors ({embedder.dim} dims), put in batches of 1,000; opened cold in a fresh "
+          "process")
     print(f"{'engine':<28}{'items':>8}{'put items/s':>13}{'per CPU-s':>11}{'cold open s':>13}"
           f"{'open CPU s':>12}{'recall p50 ms':>15}{'p99 ms':>9}{'RSS MB':>9}{'MB/100k':>9}")
     for engine, n in (("edge", items), ("qdrant-local", old_items), ("in-memory", items)):
@@ -256,7 +268,7 @@ async def bench_engines(items: int, old_items: int) -> None:
             else:
                 await store.close()
                 done = subprocess.run(
-                    [sys.executable, __file__, "--child-open", engine, tmp],
+                    [sys.executable, __file__, "--child-open", engine, tmp, str(USERS)],
                     capture_output=True, text=True, cwd=ROOT, check=False)
                 if done.returncode:
                     print(f"{engine}: the cold open failed: {done.stderr[-500:]}")
@@ -405,12 +417,16 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=200, help="commits: sessions")
     parser.add_argument("--turns", type=int, default=10, help="commits: turns per session")
     parser.add_argument("--updates", type=int, default=3, help="commits: updates per turn")
-    parser.add_argument("--child-open", nargs=2, metavar=("ENGINE", "PATH"),
+    parser.add_argument("--users", type=int, default=1000,
+                        help="engines: users the items are spread over (1: one user has all)")
+    parser.add_argument("--child-open", nargs=3, metavar=("ENGINE", "PATH", "USERS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child_open:
         asyncio.run(child_open(*args.child_open))
         return
+    global USERS
+    USERS = args.users
     sections = args.only or ["eval", "engines", "commits", "first-turn"]
     print(f"bench/memory.py {' '.join(sys.argv[1:])}  (load {os.getloadavg()[0]:.1f}, "
           f"{os.cpu_count()} CPUs)")
