@@ -17,10 +17,12 @@ superseded values returned (must be 0), ms per query (embedding included).
 
 engines: each engine is filled with ``--items`` items spread over ``--users`` users
 (recall asks for a user holding 1/users of them; ``--users 1``: one user holds all, the
-worst case for a filtered search) (hashing vectors, 512 dims, computed before timing) through ``put`` in batches of 1,000 (commit throughput in
-batches: items/s), closed, then opened cold in a fresh process which measures the open,
-the RSS it added, and 200 recalls (``TieredMemory.recall``: embed, filtered top-k,
-scoring). The old local mode takes minutes per 10k items to fill: it gets ``--old-items``.
+worst case for a filtered search), hashing vectors (512 dims, computed before timing),
+through ``put`` in batches of 1,000 (commit throughput in batches: items/s by the wall
+clock and per CPU-second), closed, then opened cold in a fresh process which measures the
+open, the RSS it added (the engine's code imported before), and 200 recalls
+(``TieredMemory.recall``: embed, filtered top-k, scoring). The old local mode fills at a
+few hundred items/s: it gets ``--old-items``.
 
 commits: ``TieredMemory.apply`` from many concurrent sessions (two per user), each turn
 committing ``--updates`` updates (one supersedes) and one tool outcome; group commit

@@ -11,7 +11,7 @@ from pathlib import Path
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
-from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, RecallPolicy
+from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, DEFAULT_TTL_DAYS, RecallPolicy
 from hermes_fsm.memory.semantic import SemanticStore
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
@@ -79,6 +79,8 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
         experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
                           recency_band=config.recall.recency_band,
+                          ttl_days={**DEFAULT_TTL_DAYS,
+                                    **{str(k): v for k, v in config.recall.ttl_days.items()}},
                           half_life_days={**DEFAULT_HALF_LIFE_DAYS,
                                           **{str(k): v for k, v in
                                              config.recall.half_life_days.items()}})

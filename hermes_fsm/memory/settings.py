@@ -53,6 +53,9 @@ class RecallConfig(_Strict):
         "the most recency adds to a relevance: a newer item outranks an older one only "
         "when their relevance is within the band"))
     half_life_days: dict[Literal["preference", "fact", "progress", "correction"], float] = {}
+    ttl_days: dict[Literal["preference", "fact", "progress", "correction"], float] = Field(
+        default={}, description="per memory type, the age after which an item is not "
+        "recalled (merged over the defaults: progress 30 days; the profile never expires)")
 
 
 class MemoryConfig(_Strict):

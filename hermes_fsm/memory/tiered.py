@@ -117,6 +117,8 @@ class TieredMemory:
                 continue
             if domain is not None and item.domain not in (None, domain):
                 continue
+            if policy.expired(item, now):  # the short-term layer's TTL
+                continue
             relevance, score = policy.score(item, item.score or 0.0, now, self.calibration)
             if relevance >= policy.threshold:
                 scored.append((score, item))

@@ -253,3 +253,16 @@ async def test_a_failed_semantic_write_is_retried_and_the_tiers_written_beside_i
     assert len(await memory.experience.entries("u1")) == 1
     assert len(await memory.experience.entries("u2")) == 2
     assert len(await memory.working.recent("u2", "s-u2")) == 1
+
+
+async def test_a_short_term_item_expires_after_its_ttl_and_the_profile_does_not(memory):
+    """The layers' TTLs, with an injected clock (``now=``)."""
+    memory.policy = RecallPolicy(threshold=-1.0, ttl_days={"progress": 14.0})
+    await apply(memory, "u1", "t1", [update("task.audit", "the east warehouse audit", "create",
+                                            "progress"),
+                                     update("pref.warehouse", "the east warehouse audit")])
+    week = await memory.recall("u1", "east warehouse audit", now=NOW + timedelta(days=7))
+    assert {i.key for i in week} == {"task.audit", "pref.warehouse"}
+    later = await memory.recall("u1", "east warehouse audit", now=NOW + timedelta(days=15))
+    assert [i.key for i in later] == ["pref.warehouse"]
+    assert len(await memory.items("u1")) == 2  # expired, not deleted
