@@ -241,6 +241,27 @@ class EdgeSemanticStore:
             shard = await self._open()
             return await asyncio.to_thread(self._delete_now, shard, user_id)
 
+    async def delete(self, user_id: str, item_ids: Sequence[str]) -> int:
+        if not item_ids or self._absent():
+            return 0
+        async with self._lock():
+            shard = await self._open()
+            return await asyncio.to_thread(self._delete_ids_now, shard, user_id,
+                                           list(item_ids))
+
+    def _delete_ids_now(self, shard: Any, user_id: str, item_ids: list[str]) -> int:
+        import qdrant_edge as qe
+
+        try:
+            owned: list[Any] = [i.item_id for i in _get_now(shard, user_id, item_ids)]
+            if owned:
+                shard.update(qe.UpdateOperation.delete_points(owned))
+                shard.flush()
+            return len(owned)
+        except Exception as exc:
+            raise MemoryStoreError(f"{self.name}: delete failed ({type(exc).__name__}: {exc});"
+                                   " doing it again converges") from exc
+
     def _delete_now(self, shard: Any, user_id: str) -> int:
         import qdrant_edge as qe
 

@@ -31,11 +31,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
-from hermes_fsm.memory.items import MemoryItem, WriteOutcome
+from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
@@ -187,6 +188,39 @@ class TieredMemory:
             working = await self.working.forget(user_id)
         return {"semantic": semantic, "experience": experience, "working": working,
                 "pending_commits": cancelled}
+
+    # --- archive --------------------------------------------------------------------------
+
+    async def archive_stale(self, user_id: str, archive: SQLiteArchive, *,
+                            now: datetime | None = None,
+                            stale_after_days: float = 90.0) -> list[MemoryItem]:
+        """Move ``user_id``'s stale items to ``archive``: those superseded or deleted more
+        than ``stale_after_days`` ago, and those past their type's TTL (the policy's
+        ``ttl_days``). The archive is written before the items leave the semantic store
+        (a crash between leaves them in both; doing it again converges). Returns them."""
+        now = now or datetime.now(UTC)
+        async with self._writing:  # not in the middle of a commit batch
+            stale = [i for i in await self.semantic.items(user_id)
+                     if (i.status != "active" and (now - i.updated_at).total_seconds()
+                         > stale_after_days * 86400.0)
+                     or (i.status == "active" and self.policy.expired(i, now))]
+            if stale:
+                await archive.put(stale, now)
+                await self.semantic.delete(user_id, [i.item_id for i in stale])
+            return stale
+
+    async def restore(self, user_id: str, archive: SQLiteArchive,
+                      item_ids: Sequence[str]) -> list[MemoryItem]:
+        """Put archived items of ``user_id`` back (embedded again), then drop them from the
+        archive. Returns them."""
+        wanted = set(item_ids)
+        items = [i for i in await archive.items(user_id) if i.item_id in wanted]
+        if items:
+            vectors = self.embedder.embed([item_text(i.key, i.value, i.text) for i in items])
+            async with self._writing:
+                await self.semantic.put(items, vectors)
+            await archive.remove(user_id, [i.item_id for i in items])
+        return items
 
     async def close(self) -> None:
         """Wait for background commits (bounded), then close every tier."""
