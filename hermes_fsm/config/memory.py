@@ -67,8 +67,13 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
                                         collection=config.qdrant_collection))
     else:
         from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+        from hermes_fsm.memory.sealing import Sealer, keys_from_env
 
-        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name)
+        sealer = (Sealer(keys_from_env(config.domain_keys),
+                         sealed_domains=frozenset(config.domain_keys))
+                  if config.domain_keys else None)
+        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name,
+                                     sealer=sealer)
     experience: ExperienceLog
     if config.postgres_url:
         from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
