@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
@@ -56,6 +57,10 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         working = InProcessWorkingMemory(ttl_s=config.working_ttl_s)
     semantic: SemanticStore
+    if config.domain_keys and (config.qdrant_url or config.embedded_semantic != "edge"):
+        raise ConfigError("memory.domain_keys (encryption at rest per domain) needs the "
+                          "embedded Qdrant Edge store: unset memory.qdrant_url and "
+                          "memory.embedded_semantic, or drop memory.domain_keys")
     if config.qdrant_url or config.embedded_semantic == "qdrant_local":
         # qdrant-client takes about a second to import: only a process that uses it pays it
         from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
@@ -90,4 +95,5 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
                                           **{str(k): v for k, v in
                                              config.recall.half_life_days.items()}})
     return TieredMemory(working=working, semantic=semantic, experience=experience,
-                        embedder=embedder, policy=policy)
+                        embedder=embedder, policy=policy,
+                        sealed_domains=frozenset(config.domain_keys))

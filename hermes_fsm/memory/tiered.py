@@ -35,7 +35,7 @@ from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import ExperienceLog
+from hermes_fsm.memory.experience import Experience, ExperienceLog
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
@@ -77,18 +77,22 @@ class TieredMemory:
         policy: recall ranking (k, threshold, half-lives).
         background: retries of commits that failed (default: 3 attempts, 0.5 s doubling).
         window: recent messages kept in working memory per session.
+        sealed_domains: encrypted domains (:mod:`.sealing`): a commit in one records its
+            experience entries without the request, arguments or value.
     """
 
     def __init__(self, *, working: WorkingMemory, semantic: SemanticStore,
                  experience: ExperienceLog, embedder: Embedder,
                  policy: RecallPolicy | None = None,
-                 background: BackgroundCommits | None = None, window: int = 20) -> None:
+                 background: BackgroundCommits | None = None, window: int = 20,
+                 sealed_domains: frozenset[str] = frozenset()) -> None:
         self.working, self.semantic, self.experience = working, semantic, experience
         self.embedder = embedder
         self.policy = policy or RecallPolicy()
         self.calibration = calibration_for(embedder.name)  # unless the policy names one
         self.background = background or BackgroundCommits()
         self.window = window
+        self.sealed_domains = sealed_domains  # their commits leave no plaintext in the log
         self._commits: GroupCommit[Commit, list[WriteOutcome]] = GroupCommit(
             self._write_batch, key=lambda c: c.user_id, max_in_flight=1)
         self._forgotten: dict[str, int] = {}  # user → times forgotten (commits carry it)
@@ -153,7 +157,10 @@ class TieredMemory:
                                      "the user was forgotten meanwhile") for u in commit.updates]))
                     continue
                 try:
-                    plans.append(await plan(commit, self.semantic, self.window))
+                    made = await plan(commit, self.semantic, self.window)
+                    if commit.context.get("domain") in self.sealed_domains:
+                        made.entries = [_sealed_entry(e) for e in made.entries]
+                    plans.append(made)
                 except Exception as exc:  # this commit's own failure; the others go on
                     plans.append(exc)
             await write([p for p in plans if isinstance(p, Plan)], semantic=self.semantic,
@@ -227,6 +234,17 @@ class TieredMemory:
         await self.background.drain()
         for tier in (self.working, self.semantic, self.experience):
             await tier.close()
+
+
+def _sealed_entry(entry: Experience) -> Experience:
+    """An experience entry of a commit in an encrypted domain, without its plaintext (the
+    request, the arguments, the remembered value): what is left says what happened when."""
+    detail = entry.detail
+    if isinstance(detail, dict):
+        detail = {k: v for k, v in detail.items() if k in ("update_type",)}
+    elif detail is not None:
+        detail = "sealed"
+    return replace(entry, request="", arguments={}, detail=detail)
 
 
 class InProcessMemory(TieredMemory):

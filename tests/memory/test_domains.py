@@ -26,7 +26,8 @@ def memory_at(path: Path, sealer: Sealer | None) -> TieredMemory:
     embedder = HashingEmbedder(64)
     return TieredMemory(working=InProcessWorkingMemory(), embedder=embedder,
                         semantic=EdgeSemanticStore(64, path / "edge", sealer=sealer),
-                        experience=SQLiteExperienceLog(":memory:", embedder))
+                        experience=SQLiteExperienceLog(path / "exp.sqlite", embedder),
+                        sealed_domains=sealer.domains if sealer else frozenset())
 
 
 async def commit(memory: TieredMemory, user: str, turn: str, key: str, value: str,
@@ -52,9 +53,10 @@ async def test_a_sealed_domain_leaves_no_plaintext_in_the_files_and_needs_its_ke
     found = await memory.recall("u1", "card ends in 9876", domain="credit_card")
     assert found[0].value == "GoldPlusCard" and "9876" in found[0].text
     await memory.close()
-    for secret in SECRETS:
-        assert not files_hold(tmp_path / "edge", secret), secret
+    for secret in SECRETS:  # neither the shard nor the experience log holds any
+        assert not files_hold(tmp_path, secret), secret
     assert files_hold(tmp_path / "edge", "PlainEmailValue")  # the search itself works
+    assert files_hold(tmp_path, "contact me by email")
     keyless = memory_at(tmp_path, Sealer({}, sealed_domains=frozenset({"credit_card"})))
     try:
         assert [i.value for i in await keyless.items("u1")] == ["PlainEmailValue"]
@@ -96,3 +98,12 @@ def test_domain_keys_come_from_the_environment_and_bad_ones_are_refused() -> Non
         keys_from_env({"wealth": "K"}, {"K": "not base64!"})
     with pytest.raises(ConfigError, match="needs 32"):
         keys_from_env({"wealth": "K"}, {"K": base64.b64encode(b"short").decode()})
+
+
+def test_domain_keys_with_a_qdrant_server_are_refused() -> None:
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.settings import MemoryConfig
+
+    with pytest.raises(ConfigError, match="needs the embedded Qdrant Edge store"):
+        build_memory(MemoryConfig(qdrant_url="http://127.0.0.1:6333",
+                                  domain_keys={"wealth": "HERMES_KEY_WEALTH"}))
