@@ -257,6 +257,8 @@ async def bench_engines(items: int, old_items: int) -> None:
     print(f"{'engine':<28}{'items':>8}{'put items/s':>13}{'per CPU-s':>11}{'cold open s':>13}"
           f"{'open CPU s':>12}{'recall p50 ms':>15}{'p99 ms':>9}{'RSS MB':>9}{'MB/100k':>9}")
     for engine, n in (("edge", items), ("qdrant-local", old_items), ("in-memory", items)):
+        if n <= 0:
+            continue
         with tempfile.TemporaryDirectory() as tmp:
             store = make_store(engine, tmp, embedder.dim)
             before = rss_mb()
