@@ -219,12 +219,14 @@ class EdgeSemanticStore:
         import qdrant_edge as qe
 
         try:
+            changed = bool(items)
             for mark in marks:
                 records = shard.retrieve(list(mark.item_ids), True, False)
                 owned: list[Any] = [str(r.id) for r in records
                                     if (r.payload or {}).get("user_id") == mark.user_id]
                 if owned:
                     shard.update(qe.UpdateOperation.set_payload(owned, _status(mark)))
+                    changed = True
             if items:
                 base = time.time_ns()  # keeps the order of items written at the same time
                 seal = self.sealer.seal if self.sealer is not None else _same
@@ -232,7 +234,8 @@ class EdgeSemanticStore:
                                    seal({**_payload(item), "written_ns": base + n}))
                           for n, (item, vector) in enumerate(zip(items, vectors, strict=True))]
                 shard.update(qe.UpdateOperation.upsert_points(points))
-            shard.flush()  # once per batch: the acknowledged write is on disk
+            if changed:
+                shard.flush()  # once per batch: the acknowledged write is on disk
         except Exception as exc:
             raise MemoryStoreError(
                 f"{self.name}: write failed ({type(exc).__name__}: {exc}); part of it may "
