@@ -1,4 +1,5 @@
-"""``hermes-fsm memory search|list|forget --user U``: look into and clear a user's memory.
+"""``hermes-fsm memory search|list|show|forget|rollback --user U``: look into, clear and roll
+back a user's memory (``show --as-of TIME``: the profile as it was).
 
 Registered from :mod:`hermes_fsm.cli.main`; uses the memory the configuration describes
 (embedded: the data dir; or the services of ``HERMES_*_URL``).
@@ -10,11 +11,13 @@ import argparse
 import asyncio
 import json
 import sys
+from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.errors import UsageError
+from hermes_fsm.memory.profile import profile_as_of, rollback_updates
 
 __all__ = ["add_memory_parser", "run_memory"]
 
@@ -23,10 +26,11 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``memory`` command to the CLI's subparsers."""
     memory = sub.add_parser("memory", parents=[common],
                             help="a user's memory: search, list, forget")
-    memory.add_argument("action", choices=["search", "list", "forget"],
+    memory.add_argument("action", choices=["search", "list", "show", "forget", "rollback"],
                         help="search: the items recalled for QUERY; list: every active item; "
-                             "forget: erase the items that mention QUERY, or the whole user "
-                             "with --all")
+                             "show: the profile (with --as-of, as it was then); forget: erase "
+                             "the items that mention QUERY, or the whole user with --all; "
+                             "rollback: make the profile what it was at --as-of")
     memory.add_argument("query", nargs="?", default="",
                         help="search: the text to recall for; forget: the text the items "
                              "to erase mention (key, value or message)")
@@ -38,6 +42,9 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     memory.add_argument("--yes", action="store_true",
                         help="forget: do not ask for confirmation")
     memory.add_argument("--json", action="store_true", help="print JSON lines")
+    memory.add_argument("--as-of", dest="as_of", metavar="TIME", default=None,
+                        help="show: the profile as it was at TIME (ISO 8601, UTC unless it "
+                        "says); rollback: make the profile what it was at TIME")
 
 
 def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
@@ -68,12 +75,23 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
                 return 1
             return asyncio.run(_forget(config, args.user, args.json, out))
         return asyncio.run(_forget_matching(config, args, out, stdin))
+    as_of = _time(getattr(args, "as_of", None))
+    if args.action == "rollback" and as_of is None:
+        raise UsageError("memory rollback needs --as-of TIME: hermes-fsm memory rollback "
+                         "--user U --as-of 2026-03-01T12:00")
     memory = build_memory(config.memory)
 
     async def act() -> int:
         try:
+            if args.action == "rollback":
+                assert as_of is not None
+                return await _rollback(memory, args.user, as_of, args.json, out)
             if args.action == "search":
                 items = await memory.recall(args.user, args.query, args.k)
+            elif args.action == "show":
+                items = await memory.items(args.user)
+                items = (profile_as_of(items, as_of) if as_of is not None
+                         else [i for i in items if i.status == "active"])
             else:
                 items = await memory.items(args.user)
                 if not args.all:
@@ -85,8 +103,9 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
                     out.write(json.dumps(payload, ensure_ascii=False) + "\n")
                 else:
                     score = f"  score {item.score:.3f}" if item.score is not None else ""
+                    said = f"  said: {item.text!r}" if args.action == "show" and item.text else ""
                     out.write(f"[{item.created_at:%Y-%m-%d}] {item.status:<10} {item.key}: "
-                              f"{item.value} (confidence {item.confidence:.2f}){score}\n")
+                              f"{item.value} (confidence {item.confidence:.2f}){score}{said}\n")
             if not args.json:
                 out.write(f"{len(items)} item(s) for user {args.user!r}\n")
             return 0
@@ -138,6 +157,38 @@ async def _forget_matching(config: Any, args: argparse.Namespace, out: TextIO,
         return 0
     finally:
         await memory.close()
+
+
+def _time(text: str | None) -> datetime | None:
+    """An ``--as-of`` time (ISO 8601; UTC when it names no zone)."""
+    if text is None:
+        return None
+    try:
+        at = datetime.fromisoformat(text)
+    except ValueError as exc:
+        raise UsageError(f"--as-of {text!r} is not a time: use ISO 8601, e.g. "
+                         "2026-03-01T12:00 or 2026-03-01T12:00+08:00") from exc
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+async def _rollback(memory: Any, user: str, as_of: datetime, as_json: bool,
+                    out: TextIO) -> int:
+    """Make ``user``'s profile what it was at ``as_of`` (new versions; nothing erased)."""
+    items = await memory.items(user)
+    updates = rollback_updates(items, as_of)
+    now = datetime.now(UTC)
+    outcomes = await memory.apply(user, f"rollback:{as_of.isoformat()}:{now.isoformat()}",
+                                  updates, now, text=f"rollback to {as_of.isoformat()}")
+    for outcome in outcomes:
+        if as_json:
+            out.write(json.dumps({"key": outcome.key, "update_type": outcome.update_type,
+                                  "status": outcome.status}, ensure_ascii=False) + "\n")
+        else:
+            out.write(f"{outcome.update_type:<9} {outcome.key}: {outcome.status}\n")
+    if not as_json:
+        out.write(f"rolled user {user!r} back to {as_of.isoformat()}: "
+                  f"{len(outcomes)} change(s)\n")
+    return 0
 
 
 async def _forget(config: Any, user: str, as_json: bool, out: TextIO) -> int:

@@ -8,10 +8,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from hermes_fsm.errors import ConfigError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
-from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, RecallPolicy
+from hermes_fsm.memory.recall import DEFAULT_HALF_LIFE_DAYS, DEFAULT_TTL_DAYS, RecallPolicy
 from hermes_fsm.memory.semantic import SemanticStore
 from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig, default_data_dir
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
@@ -56,6 +57,10 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     else:
         working = InProcessWorkingMemory(ttl_s=config.working_ttl_s)
     semantic: SemanticStore
+    if config.domain_keys and (config.qdrant_url or config.embedded_semantic != "edge"):
+        raise ConfigError("memory.domain_keys (encryption at rest per domain) needs the "
+                          "embedded Qdrant Edge store: unset memory.qdrant_url and "
+                          "memory.embedded_semantic, or drop memory.domain_keys")
     if config.qdrant_url or config.embedded_semantic == "qdrant_local":
         # qdrant-client takes about a second to import: only a process that uses it pays it
         from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
@@ -67,8 +72,13 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
                                         collection=config.qdrant_collection))
     else:
         from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+        from hermes_fsm.memory.sealing import Sealer, keys_from_env
 
-        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name)
+        sealer = (Sealer(keys_from_env(config.domain_keys),
+                         sealed_domains=frozenset(config.domain_keys))
+                  if config.domain_keys else None)
+        semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name,
+                                     sealer=sealer)
     experience: ExperienceLog
     if config.postgres_url:
         from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
@@ -79,8 +89,11 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
         experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
                           recency_band=config.recall.recency_band,
+                          ttl_days={**DEFAULT_TTL_DAYS,
+                                    **{str(k): v for k, v in config.recall.ttl_days.items()}},
                           half_life_days={**DEFAULT_HALF_LIFE_DAYS,
                                           **{str(k): v for k, v in
                                              config.recall.half_life_days.items()}})
     return TieredMemory(working=working, semantic=semantic, experience=experience,
-                        embedder=embedder, policy=policy)
+                        embedder=embedder, policy=policy,
+                        sealed_domains=frozenset(config.domain_keys))

@@ -1,5 +1,6 @@
-"""Memory in three tiers: working (Redis / in-process), semantic (Qdrant / local mode),
-experience (PostgreSQL / SQLite), behind protocols, composed by :class:`TieredMemory`.
+"""Memory in three tiers: working (Redis / in-process), semantic (a Qdrant server / Qdrant
+Edge embedded), experience (PostgreSQL / SQLite), behind protocols, composed by
+:class:`TieredMemory`.
 
 The engine's handlers see the :class:`Memory` protocol (``recall``, ``apply``,
 ``forget``). An ``Orchestrator`` given no memory uses :class:`InProcessMemory`;

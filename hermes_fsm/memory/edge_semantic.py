@@ -44,6 +44,7 @@ from typing import Any
 
 from hermes_fsm.errors import MemoryStoreError, MemoryStoreInUse, VectorSizeMismatch
 from hermes_fsm.memory.items import MemoryItem, Status
+from hermes_fsm.memory.sealing import Sealer
 from hermes_fsm.memory.semantic import Mark
 
 __all__ = ["INDEXED_FIELDS", "EdgeSemanticStore"]
@@ -63,13 +64,15 @@ class EdgeSemanticStore:
         embedder: the name of the embedder that makes the vectors: recorded beside the
             shard (``<path>.meta.json``) when it is created, and checked when it is
             opened (two embedders of one size make vectors that cannot be compared).
+        sealer: encrypts the items of its domains at rest (:mod:`.sealing`).
 
     Opened lazily on first use.
     """
 
     def __init__(self, dim: int, path: str | Path, *, search_threads: int = 1,
-                 embedder: str | None = None) -> None:
+                 embedder: str | None = None, sealer: Sealer | None = None) -> None:
         self.dim = dim
+        self.sealer = sealer
         self.embedder = embedder
         self.path = Path(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
@@ -216,19 +219,23 @@ class EdgeSemanticStore:
         import qdrant_edge as qe
 
         try:
+            changed = bool(items)
             for mark in marks:
                 records = shard.retrieve(list(mark.item_ids), True, False)
                 owned: list[Any] = [str(r.id) for r in records
                                     if (r.payload or {}).get("user_id") == mark.user_id]
                 if owned:
                     shard.update(qe.UpdateOperation.set_payload(owned, _status(mark)))
+                    changed = True
             if items:
                 base = time.time_ns()  # keeps the order of items written at the same time
+                seal = self.sealer.seal if self.sealer is not None else _same
                 points = [qe.Point(item.item_id, [float(x) for x in vector],
-                                   {**_payload(item), "written_ns": base + n})
+                                   seal({**_payload(item), "written_ns": base + n}))
                           for n, (item, vector) in enumerate(zip(items, vectors, strict=True))]
                 shard.update(qe.UpdateOperation.upsert_points(points))
-            shard.flush()  # once per batch: the acknowledged write is on disk
+            if changed:
+                shard.flush()  # once per batch: the acknowledged write is on disk
         except Exception as exc:
             raise MemoryStoreError(
                 f"{self.name}: write failed ({type(exc).__name__}: {exc}); part of it may "
@@ -240,6 +247,28 @@ class EdgeSemanticStore:
         async with self._lock():
             shard = await self._open()
             return await asyncio.to_thread(self._delete_now, shard, user_id)
+
+    async def delete(self, user_id: str, item_ids: Sequence[str]) -> int:
+        if not item_ids or self._absent():
+            return 0
+        async with self._lock():
+            shard = await self._open()
+            return await asyncio.to_thread(self._delete_ids_now, shard, user_id,
+                                           list(item_ids))
+
+    def _delete_ids_now(self, shard: Any, user_id: str, item_ids: list[str]) -> int:
+        import qdrant_edge as qe
+
+        try:
+            owned: list[Any] = [i.item_id for i in _get_now(shard, self.sealer, user_id,
+                                                             item_ids, True)]
+            if owned:
+                shard.update(qe.UpdateOperation.delete_points(owned))
+                shard.flush()
+            return len(owned)
+        except Exception as exc:
+            raise MemoryStoreError(f"{self.name}: delete failed ({type(exc).__name__}: {exc});"
+                                   " doing it again converges") from exc
 
     def _delete_now(self, shard: Any, user_id: str) -> int:
         import qdrant_edge as qe
@@ -270,13 +299,16 @@ class EdgeSemanticStore:
     async def get(self, user_id: str, item_ids: Sequence[str]) -> list[MemoryItem]:
         if not item_ids or self._absent():
             return []
-        return list(await self._read("read", _get_now, user_id, list(item_ids)))
+        return list(await self._read("read", _get_now, self.sealer, user_id, list(item_ids)))
 
     async def active(self, user_id: str, key: str, domain: str | None) -> list[MemoryItem]:
         if self._absent():
             return []
-        items = await self._read("read", _scroll_now, user_id,
-                                 (("key", key), ("status", "active")))
+        stored_key = (self.sealer.key_tag(domain, key)
+                      if self.sealer is not None and domain is not None
+                      and self.sealer.sealed(domain) else key)
+        items = await self._read("read", _scroll_now, self.sealer, user_id,
+                                 (("key", stored_key), ("status", "active")), False, True)
         return [i for i in items if i.domain == domain]
 
     async def search(self, user_id: str, vector: Sequence[float],
@@ -286,19 +318,20 @@ class EdgeSemanticStore:
         if len(vector) != self.dim:
             raise VectorSizeMismatch(f"{self.name}: holds vectors of size {self.dim}, got a "
                                      f"query of size {len(vector)}")
-        return list(await self._read("search", _search_now, user_id,
+        return list(await self._read("search", _search_now, self.sealer, user_id,
                                      [float(x) for x in vector], limit))
 
     def search_now(self, user_id: str, vector: Sequence[float], limit: int) -> list[MemoryItem]:
         """:meth:`search` in the calling thread (for benchmarks and tools)."""
         if self._absent() or limit <= 0:
             return []
-        return _search_now(self.open_now(), user_id, [float(x) for x in vector], limit)
+        return _search_now(self.open_now(), self.sealer, user_id, [float(x) for x in vector],
+                           limit)
 
     async def items(self, user_id: str) -> list[MemoryItem]:
         if self._absent():
             return []
-        records = await self._read("read", _scroll_now, user_id, (), True)
+        records = await self._read("read", _scroll_now, self.sealer, user_id, (), True)
         records.sort(key=lambda r: (r[0].created_at, r[1]))
         return [item for item, _ in records]
 
@@ -358,9 +391,25 @@ def _filter(user_id: str, *matches: tuple[str, str]) -> Any:
                            for key, value in (("user_id", user_id), *matches)])
 
 
-def _item(payload: dict[str, Any] | None) -> MemoryItem:
-    data = dict(payload or {})
+def _same(payload: dict[str, Any]) -> dict[str, Any]:
+    return payload
+
+
+def _item(payload: dict[str, Any] | None, sealer: Sealer | None = None,
+          raw: bool = False) -> MemoryItem | None:
+    """The item of a payload (``None``: sealed, and its domain's key is absent); ``raw``:
+    as stored, sealed fields left out (for deleting what cannot be read)."""
+    data: dict[str, Any] | None = dict(payload or {})
+    assert data is not None
     data.pop("written_ns", None)
+    if "sealed" in data:
+        opened = sealer.open(data) if sealer is not None else None
+        if opened is None:
+            if not raw:
+                return None
+            data.pop("sealed")
+            opened = {"value": None, "text": "", "evidence": "sealed", **data}
+        data = opened
     return MemoryItem.from_payload(data)
 
 
@@ -368,7 +417,8 @@ def _written(payload: dict[str, Any] | None) -> int:
     return int((payload or {}).get("written_ns") or 0)
 
 
-def _get_now(shard: Any, user_id: str, item_ids: list[str]) -> list[MemoryItem]:
+def _get_now(shard: Any, sealer: Sealer | None, user_id: str, item_ids: list[str],
+             raw: bool = False) -> list[MemoryItem]:
     try:
         records = shard.retrieve(item_ids, True, False)
     except ValueError:  # an id that is not a UUID names no item of ours
@@ -376,12 +426,14 @@ def _get_now(shard: Any, user_id: str, item_ids: list[str]) -> list[MemoryItem]:
         for one in item_ids:
             with contextlib.suppress(ValueError):
                 records.extend(shard.retrieve([one], True, False))
-    return [_item(r.payload) for r in records
-            if (r.payload or {}).get("user_id") == user_id]
+    items = [_item(r.payload, sealer, raw) for r in records
+             if (r.payload or {}).get("user_id") == user_id]
+    return [i for i in items if i is not None]
 
 
-def _scroll_now(shard: Any, user_id: str, matches: tuple[tuple[str, str], ...],
-                written: bool = False) -> list[Any]:
+def _scroll_now(shard: Any, sealer: Sealer | None, user_id: str,
+                matches: tuple[tuple[str, str], ...], written: bool = False,
+                raw: bool = False) -> list[Any]:
     """The user's items matching ``matches`` (with their write order when ``written``)."""
     import qdrant_edge as qe
 
@@ -391,19 +443,23 @@ def _scroll_now(shard: Any, user_id: str, matches: tuple[tuple[str, str], ...],
         records, offset = shard.scroll(qe.ScrollRequest(
             offset=offset, limit=_PAGE, filter=_filter(user_id, *matches), with_payload=True,
             with_vector=False))
-        out.extend((_item(r.payload), _written(r.payload)) if written else _item(r.payload)
-                   for r in records)
+        for r in records:
+            item = _item(r.payload, sealer, raw)
+            if item is not None:
+                out.append((item, _written(r.payload)) if written else item)
         if offset is None:
             return out
 
 
-def _search_now(shard: Any, user_id: str, vector: list[float], limit: int) -> list[MemoryItem]:
+def _search_now(shard: Any, sealer: Sealer | None, user_id: str, vector: list[float],
+                limit: int) -> list[MemoryItem]:
     import qdrant_edge as qe
 
     points = shard.query(qe.QueryRequest(
         limit=limit, query=qe.Query.Nearest(vector), with_payload=True, with_vector=False,
         filter=_filter(user_id, ("status", "active"))))
-    return [replace(_item(p.payload), score=float(p.score)) for p in points]
+    found = [(_item(p.payload, sealer), p.score) for p in points]
+    return [replace(item, score=float(score)) for item, score in found if item is not None]
 
 
 def _status(mark: Mark) -> dict[str, Any]:

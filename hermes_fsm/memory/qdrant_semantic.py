@@ -330,6 +330,27 @@ class QdrantSemanticStore:
                 filter=self._user_filter(user_id)), wait=True), "delete")
         return removed
 
+    async def delete(self, user_id: str, item_ids: Sequence[str]) -> int:
+        """Remove these items of ``user_id`` (by id, after checking they are hers)."""
+        if not item_ids or self._absent():
+            return 0
+        async with self._lock():
+            client = await self._open()
+            owned = [i.item_id for i in await self.get(user_id, item_ids)]
+            if not owned:
+                return 0
+            selector = models.PointIdsList(points=owned)
+            if self._index is not None:  # local mode: the index follows
+                await self._write_local("delete", lambda: client.delete(
+                    self.collection, points_selector=selector, wait=True))
+                index = self._index
+                if index is not None:
+                    await index.delete(user_id, owned)
+            else:
+                await self._call(client.delete(self.collection, points_selector=selector,
+                                               wait=True), "delete")
+            return len(owned)
+
     async def close(self) -> None:
         if not self.local:
             await self._close_now()

@@ -33,12 +33,16 @@ from datetime import datetime
 
 from hermes_fsm.memory.items import MemoryItem
 
-__all__ = ["CALIBRATIONS", "DEFAULT_HALF_LIFE_DAYS", "Calibration", "RecallPolicy",
+__all__ = ["CALIBRATIONS", "DEFAULT_HALF_LIFE_DAYS", "DEFAULT_TTL_DAYS", "Calibration",
+           "RecallPolicy",
            "calibration_for", "estimate_tokens", "format_recall"]
 
 DEFAULT_HALF_LIFE_DAYS: Mapping[str, float] = {
     "preference": 180.0, "fact": 365.0, "progress": 7.0, "correction": 90.0,
 }
+#: Per memory type, the age after which an item is not recalled any more (the short-term
+#: layer: what the user is doing now; the profile — preferences, facts — never expires).
+DEFAULT_TTL_DAYS: Mapping[str, float] = {"progress": 30.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +91,7 @@ class RecallPolicy:
         candidates: how many nearest items to re-rank (at least ``k``).
         calibration: the embedder's scale (``None``: looked up by the embedder's name).
         recency_band: the most recency adds to a relevance (a tie-break within the band).
+        ttl_days: per memory type, the age after which an item is not recalled.
     """
 
     k: int = 5
@@ -96,6 +101,12 @@ class RecallPolicy:
     candidates: int = 50
     calibration: Calibration | None = None
     recency_band: float = 0.05
+    ttl_days: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_TTL_DAYS))
+
+    def expired(self, item: MemoryItem, now: datetime) -> bool:
+        """Whether ``item`` is older than its type's TTL (never, for a type without one)."""
+        ttl = self.ttl_days.get(item.memory_type)
+        return ttl is not None and (now - item.created_at).total_seconds() > ttl * 86400.0
 
     def score(self, item: MemoryItem, similarity: float, now: datetime,
               calibration: Calibration) -> tuple[float, float]:

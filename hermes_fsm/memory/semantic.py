@@ -76,6 +76,10 @@ class SemanticStore(Protocol):
         """Remove every item of ``user_id``; returns how many."""
         ...
 
+    async def delete(self, user_id: str, item_ids: Sequence[str]) -> int:
+        """Remove these items of ``user_id`` (others' are left alone); returns how many."""
+        ...
+
     async def close(self) -> None:
         """Release connections and files."""
         ...
@@ -214,6 +218,19 @@ class InProcessSemanticStore:
         for k in [k for k in self._by_key if k[0] == user_id]:
             del self._by_key[k]
         return len(self._items.pop(user_id, {}))
+
+    async def delete(self, user_id: str, item_ids: Sequence[str]) -> int:
+        mine = self._items.get(user_id, {})
+        removed = 0
+        for i in item_ids:
+            old = mine.pop(i, None)
+            if old is not None:
+                removed += 1
+                self._by_key.get((old.user_id, old.key, old.domain), set()).discard(i)
+                self._vectors.get(user_id, {}).pop(i, None)
+        if removed:
+            self._index.pop(user_id, None)
+        return removed
 
     async def close(self) -> None:
         return None

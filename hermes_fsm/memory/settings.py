@@ -53,6 +53,9 @@ class RecallConfig(_Strict):
         "the most recency adds to a relevance: a newer item outranks an older one only "
         "when their relevance is within the band"))
     half_life_days: dict[Literal["preference", "fact", "progress", "correction"], float] = {}
+    ttl_days: dict[Literal["preference", "fact", "progress", "correction"], float] = Field(
+        default={}, description="per memory type, the age after which an item is not "
+        "recalled (merged over the defaults: progress 30 days; the profile never expires)")
 
 
 class MemoryConfig(_Strict):
@@ -68,6 +71,9 @@ class MemoryConfig(_Strict):
         default="edge", description="without qdrant_url: Qdrant Edge under data_dir/edge, or "
         "qdrant-client local mode under data_dir/qdrant (slow to open; kept for old stores)")
     working_ttl_s: float = Field(default=900.0, gt=0)
+    domain_keys: dict[str, str] = Field(default={}, description=(
+        "memory domain -> the environment variable holding its 32-byte key (base64): the "
+        "embedded store keeps that domain's items encrypted at rest (AES-256-GCM)"))
     embedder: EmbedderConfig = EmbedderConfig()
     recall: RecallConfig = RecallConfig()
 

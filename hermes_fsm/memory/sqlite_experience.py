@@ -1,16 +1,21 @@
 """The experience log on SQLite (stdlib ``sqlite3``): the embedded default.
 
 One file (or ``":memory:"``), WAL journal; the schema is created and migrated on open
-(``PRAGMA user_version`` holds its version). Calls are synchronous and short; they run on
-the event loop's thread. Text and JSON are written as the session stores write them
-(:mod:`hermes_fsm._internal.json_safe`: U+0000 as U+FFFD, non-finite numbers as the
-strings ``"NaN"``, ``"Infinity"``), so every experience backend reads back the same.
+(``PRAGMA user_version`` holds its version). Reads are short and run on the event loop's
+thread; writes to a file (a batch's ``record``, ``forget``) run in a worker thread on a
+connection of their own (WAL: readers do not wait for them), since a commit can take
+milliseconds on a busy disk. ``":memory:"`` has one connection, used on the loop. Text and
+JSON are written as the session stores write them (:mod:`hermes_fsm._internal.json_safe`:
+U+0000 as U+FFFD, non-finite numbers as the strings ``"NaN"``, ``"Infinity"``), so every
+experience backend reads back the same.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import threading
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -61,13 +66,24 @@ class SQLiteExperienceLog:
         self.name = f"SQLite experience log at {self.path}"
         self.embedder = embedder or HashingEmbedder()
         self._db: sqlite3.Connection | None = None
+        self._writer: sqlite3.Connection | None = None  # a file's writes, in worker threads
+        self._writing = threading.Lock()
+        self._opening = threading.Lock()
 
     def _conn(self) -> sqlite3.Connection:
+        if self._db is None:
+            with self._opening:  # the loop and a writer thread may both open first
+                return self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
         if self._db is None:
             try:
                 if self.path != ":memory:":
                     Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0)
+                # opened in whichever thread came first; then read on the loop's only
+                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0,
+                                     check_same_thread=False)
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("PRAGMA synchronous=NORMAL")
                 version = db.execute("PRAGMA user_version").fetchone()[0]
@@ -79,11 +95,38 @@ class SQLiteExperienceLog:
             self._db = db
         return self._db
 
+    def _write_conn(self) -> sqlite3.Connection:
+        """The writers' connection (a worker thread's, under ``_writing``)."""
+        if self._writer is None:
+            self._conn()  # creates and migrates the schema
+            try:
+                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0,
+                                     check_same_thread=False)
+                db.execute("PRAGMA synchronous=NORMAL")
+            except sqlite3.Error as exc:
+                raise MemoryStoreError(f"{self.name}: cannot open ({exc}); check that the "
+                                       "directory is writable (memory.data_dir)") from exc
+            self._writer = db
+        return self._writer
+
+    async def _write(self, call: Any, *args: Any) -> Any:
+        """``call(connection, *args)``: in a worker thread for a file, on the loop in memory."""
+        if self.path == ":memory:":
+            return call(self._conn(), *args)
+
+        def locked() -> Any:
+            with self._writing:
+                return call(self._write_conn(), *args)
+
+        return await asyncio.to_thread(locked)
+
     async def record(self, entries: Sequence[Experience]) -> int:
         if not entries:
             return 0
-        db = self._conn()
         rows = [_row(e) for e in entries]
+        return int(await self._write(self._record_now, rows))
+
+    def _record_now(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> int:
         try:
             db.execute("BEGIN")
             before = db.total_changes
@@ -148,14 +191,23 @@ class SQLiteExperienceLog:
             "SELECT count(*) FROM hermes_experience WHERE user_id = ?", (user_id,)).fetchone()[0])
 
     async def forget(self, user_id: str) -> int:
-        cursor = self._conn().execute("DELETE FROM hermes_experience WHERE user_id = ?",
-                                      (user_id,))
-        return cursor.rowcount
+        def delete(db: sqlite3.Connection) -> int:
+            return db.execute("DELETE FROM hermes_experience WHERE user_id = ?",
+                              (user_id,)).rowcount
+
+        return int(await self._write(delete))
 
     async def close(self) -> None:
+        if self._writer is not None:
+            writer, self._writer = self._writer, None
+            await asyncio.to_thread(self._close_writer, writer)
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def _close_writer(self, writer: sqlite3.Connection) -> None:
+        with self._writing:  # after the write in progress
+            writer.close()
 
 
 def _dumps(value: Any) -> str:

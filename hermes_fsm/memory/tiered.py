@@ -31,10 +31,11 @@ from typing import Any, Protocol, runtime_checkable
 
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import ExperienceLog
+from hermes_fsm.memory.experience import Experience, ExperienceLog
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
@@ -76,18 +77,22 @@ class TieredMemory:
         policy: recall ranking (k, threshold, half-lives).
         background: retries of commits that failed (default: 3 attempts, 0.5 s doubling).
         window: recent messages kept in working memory per session.
+        sealed_domains: encrypted domains (:mod:`.sealing`): a commit in one records its
+            experience entries without the request, arguments or value.
     """
 
     def __init__(self, *, working: WorkingMemory, semantic: SemanticStore,
                  experience: ExperienceLog, embedder: Embedder,
                  policy: RecallPolicy | None = None,
-                 background: BackgroundCommits | None = None, window: int = 20) -> None:
+                 background: BackgroundCommits | None = None, window: int = 20,
+                 sealed_domains: frozenset[str] = frozenset()) -> None:
         self.working, self.semantic, self.experience = working, semantic, experience
         self.embedder = embedder
         self.policy = policy or RecallPolicy()
         self.calibration = calibration_for(embedder.name)  # unless the policy names one
         self.background = background or BackgroundCommits()
         self.window = window
+        self.sealed_domains = sealed_domains  # their commits leave no plaintext in the log
         self._commits: GroupCommit[Commit, list[WriteOutcome]] = GroupCommit(
             self._write_batch, key=lambda c: c.user_id, max_in_flight=1)
         self._forgotten: dict[str, int] = {}  # user → times forgotten (commits carry it)
@@ -116,6 +121,8 @@ class TieredMemory:
             if item.user_id != user_id or item.status != "active":  # belt and braces
                 continue
             if domain is not None and item.domain not in (None, domain):
+                continue
+            if policy.expired(item, now):  # the short-term layer's TTL
                 continue
             relevance, score = policy.score(item, item.score or 0.0, now, self.calibration)
             if relevance >= policy.threshold:
@@ -150,7 +157,10 @@ class TieredMemory:
                                      "the user was forgotten meanwhile") for u in commit.updates]))
                     continue
                 try:
-                    plans.append(await plan(commit, self.semantic, self.window))
+                    made = await plan(commit, self.semantic, self.window)
+                    if commit.context.get("domain") in self.sealed_domains:
+                        made.entries = [_sealed_entry(e) for e in made.entries]
+                    plans.append(made)
                 except Exception as exc:  # this commit's own failure; the others go on
                     plans.append(exc)
             await write([p for p in plans if isinstance(p, Plan)], semantic=self.semantic,
@@ -216,6 +226,38 @@ class TieredMemory:
             return []
         return [item for item in await self.semantic.items(user_id)
                 if item.user_id == user_id and _mentions(item, needle)]
+    # --- archive --------------------------------------------------------------------------
+
+    async def archive_stale(self, user_id: str, archive: SQLiteArchive, *,
+                            now: datetime | None = None,
+                            stale_after_days: float = 90.0) -> list[MemoryItem]:
+        """Move ``user_id``'s stale items to ``archive``: those superseded or deleted more
+        than ``stale_after_days`` ago, and those past their type's TTL (the policy's
+        ``ttl_days``). The archive is written before the items leave the semantic store
+        (a crash between leaves them in both; doing it again converges). Returns them."""
+        now = now or datetime.now(UTC)
+        async with self._writing:  # not in the middle of a commit batch
+            stale = [i for i in await self.semantic.items(user_id)
+                     if (i.status != "active" and (now - i.updated_at).total_seconds()
+                         > stale_after_days * 86400.0)
+                     or (i.status == "active" and self.policy.expired(i, now))]
+            if stale:
+                await archive.put(stale, now)
+                await self.semantic.delete(user_id, [i.item_id for i in stale])
+            return stale
+
+    async def restore(self, user_id: str, archive: SQLiteArchive,
+                      item_ids: Sequence[str]) -> list[MemoryItem]:
+        """Put archived items of ``user_id`` back (embedded again), then drop them from the
+        archive. Returns them."""
+        wanted = set(item_ids)
+        items = [i for i in await archive.items(user_id) if i.item_id in wanted]
+        if items:
+            vectors = self.embedder.embed([item_text(i.key, i.value, i.text) for i in items])
+            async with self._writing:
+                await self.semantic.put(items, vectors)
+            await archive.remove(user_id, [i.item_id for i in items])
+        return items
 
     async def close(self) -> None:
         """Wait for background commits (bounded), then close every tier."""
@@ -229,6 +271,15 @@ def _mentions(item: MemoryItem, needle: str) -> bool:
         return False  # erased already
     return any(needle in part.casefold() for part in (item.key, item.text)
                ) or (item.value is not None and needle in str(item.value).casefold())
+def _sealed_entry(entry: Experience) -> Experience:
+    """An experience entry of a commit in an encrypted domain, without its plaintext (the
+    request, the arguments, the remembered value): what is left says what happened when."""
+    detail = entry.detail
+    if isinstance(detail, dict):
+        detail = {k: v for k, v in detail.items() if k in ("update_type",)}
+    elif detail is not None:
+        detail = "sealed"
+    return replace(entry, request="", arguments={}, detail=detail)
 
 
 class InProcessMemory(TieredMemory):

@@ -63,3 +63,22 @@ def test_use_vectors_are_unit_length_and_tokenized_by_compiled_sentencepiece() -
     assert sum(x * y for x, y in zip(a, b, strict=True)) > 0.5  # the same meaning
     assert embedder.tokenizer == "sentencepiece"
     assert embedder.embed([]) == []
+
+
+def test_the_cached_uncompressed_weights_give_the_same_vectors(tmp_path, monkeypatch) -> None:
+    """A process that finds the inflated copy in the cache embeds bit for bit as the
+    packaged weights do (checked in fresh processes: the model is loaded once each)."""
+    import subprocess
+    import sys
+
+    code = ("from hermes_fsm.memory.use_embedder import USEEmbedder; "
+            "print(repr(USEEmbedder().embed(['我更喜欢用邮件接收通知', 'email me'])))")
+    runs = []
+    for cache in (tmp_path / "cache", tmp_path / "cache", "/proc/no-cache-here"):
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              timeout=180, env={**__import__("os").environ,
+                                                "HERMES_CACHE_DIR": str(cache)})
+        assert done.returncode == 0, done.stderr
+        runs.append(done.stdout)
+    assert list((tmp_path / "cache").glob("usem3-weights-*.npz"))
+    assert runs[0] == runs[1] == runs[2]

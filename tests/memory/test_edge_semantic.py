@@ -197,3 +197,95 @@ async def test_a_store_filled_by_another_embedder_of_the_same_size_is_refused(
         assert await same.count("u1") == 1
     finally:
         await same.close()
+
+
+async def test_a_slow_flush_does_not_block_the_event_loop(tmp_path: Path) -> None:
+    """Writes (and their flush) run in a worker thread: the loop keeps serving."""
+    import asyncio
+    import time as _time
+
+    store = EdgeSemanticStore(64, tmp_path / "edge")
+    try:
+        shard = await store._open()
+
+        class SlowFlush:
+            def __getattr__(self, name: str) -> object:
+                return getattr(shard, name)
+
+            def flush(self) -> None:
+                _time.sleep(0.3)  # a busy disk
+                shard.flush()
+
+        store._shard = SlowFlush()
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+
+        task = asyncio.create_task(ticker())
+        await store.put(items("u1", 2), vectors(items("u1", 2)))
+        task.cancel()
+        assert ticks >= 5, "the loop was blocked while the shard flushed"
+        store._shard = shard
+        assert await store.count("u1") == 2
+    finally:
+        await store.close()
+
+
+KILLED_WRITER = textwrap.dedent("""
+    import asyncio, sys
+    from datetime import UTC, datetime
+    from hermes_fsm.memory import HashingEmbedder, MemoryItem
+    from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+
+    T0 = datetime(2026, 1, 1, tzinfo=UTC)
+    E = HashingEmbedder(64)
+
+    async def main():
+        store = EdgeSemanticStore(64, sys.argv[1])
+        for b in range(int(sys.argv[2])):
+            batch = [MemoryItem("u1", f"fact.{b}.{i}", f"value {b} {i}", "fact", 0.9, "active",
+                                T0, T0, "user_message", f"turn-{b}",
+                                item_id=f"00000000-0000-0000-{b:04d}-{i:012d}")
+                     for i in range(50)]
+            await store.put(batch, E.embed([str(i.value) for i in batch]))
+            print("ACK", b, flush=True)
+
+    asyncio.run(main())
+""")
+
+
+@pytest.mark.parametrize("kill_after", [1, 4])
+async def test_a_sigkill_mid_batch_loses_no_acknowledged_item_and_a_retry_writes_each_once(
+        tmp_path: Path, kill_after: int) -> None:
+    import signal
+
+    path, batches = tmp_path / "edge", 40
+    child = subprocess.Popen([sys.executable, "-c", KILLED_WRITER, str(path), str(batches)],
+                             stdout=subprocess.PIPE, text=True)
+    assert child.stdout is not None
+    acked = []
+    for line in child.stdout:
+        acked.append(int(line.split()[1]))
+        if len(acked) == kill_after:
+            child.send_signal(signal.SIGKILL)  # while it writes the next batch
+            break
+    child.wait(timeout=60)
+    store = EdgeSemanticStore(64, path)
+    try:
+        held = {i.item_id for i in await store.items("u1")}
+        for b in acked:
+            assert {f"00000000-0000-0000-{b:04d}-{i:012d}" for i in range(50)} <= held
+    finally:
+        await store.close()
+    retry = subprocess.run([sys.executable, "-c", KILLED_WRITER, str(path), str(batches)],
+                           capture_output=True, text=True, timeout=300)
+    assert retry.returncode == 0, retry.stderr
+    again = EdgeSemanticStore(64, path)
+    try:
+        assert await again.count("u1") == batches * 50  # each item once
+    finally:
+        await again.close()

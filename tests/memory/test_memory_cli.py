@@ -62,3 +62,33 @@ def test_an_english_change_of_preference_is_acknowledged_as_a_change():
     assert "I'll remember" in said
     _, said = cli("run", "--user", "dave", "Actually, contact me by phone instead")
     assert "updated" in said and "phone" in said
+
+
+def test_show_as_of_reads_the_earlier_profile_and_rollback_restores_it():
+    import time
+    from datetime import UTC, datetime
+
+    cli("run", "--user", "erin", "Please contact me by email")
+    time.sleep(0.05)
+    between = datetime.now(UTC).isoformat()
+    time.sleep(0.05)
+    cli("run", "--user", "erin", "Actually, contact me by phone instead")
+    _, now = cli("memory", "show", "--user", "erin")
+    assert "preference.contact_channel: phone" in now and "said: 'Actually" in now
+    _, then = cli("memory", "show", "--user", "erin", "--as-of", between)
+    assert "preference.contact_channel: email" in then and "phone" not in then
+    code, rolled = cli("memory", "rollback", "--user", "erin", "--as-of", between)
+    assert code == 0 and "modify    preference.contact_channel: applied" in rolled
+    _, now = cli("memory", "show", "--user", "erin")
+    assert "preference.contact_channel: email" in now and "phone" not in now
+    _, history = cli("memory", "list", "--all", "--user", "erin")
+    assert history.count("superseded") == 2  # nothing erased: a rollback is a new version
+    _, before_all = cli("memory", "show", "--user", "erin", "--as-of", "2000-01-01")
+    assert "0 item(s)" in before_all
+
+
+def test_rollback_without_a_time_and_a_bad_time_are_usage_errors(capsys):
+    assert cli("memory", "rollback", "--user", "erin")[0] == 1
+    assert "needs --as-of" in capsys.readouterr().err
+    assert cli("memory", "show", "--user", "erin", "--as-of", "last tuesday")[0] == 1
+    assert "is not a time" in capsys.readouterr().err

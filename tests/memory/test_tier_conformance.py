@@ -149,6 +149,18 @@ async def test_semantic_delete_user_removes_all_of_theirs_and_nothing_else(seman
     assert len(await semantic.items("u2")) == 1
 
 
+async def test_semantic_delete_removes_the_users_named_items_only(semantic):
+    mine = [item("u1", "a", "1", 1), item("u1", "b", "2", 2)]
+    theirs = item("u2", "a", "3", 3)
+    await semantic.put([*mine, theirs], [vec("1"), vec("2"), vec("3")])
+    assert await semantic.delete("u1", [mine[0].item_id, theirs.item_id]) == 1
+    assert [i.item_id for i in await semantic.items("u1")] == [mine[1].item_id]
+    assert await semantic.active("u1", "a", None) == []
+    assert [i.item_id for i in await semantic.search("u1", vec("1"), 5)] == [mine[1].item_id]
+    assert len(await semantic.items("u2")) == 1
+    assert await semantic.delete("u1", []) == 0
+
+
 async def test_semantic_rejects_a_vector_of_the_wrong_size(semantic):
     from hermes_fsm.errors import VectorSizeMismatch
 

@@ -253,3 +253,44 @@ async def test_a_failed_semantic_write_is_retried_and_the_tiers_written_beside_i
     assert len(await memory.experience.entries("u1")) == 1
     assert len(await memory.experience.entries("u2")) == 2
     assert len(await memory.working.recent("u2", "s-u2")) == 1
+
+
+async def test_a_short_term_item_expires_after_its_ttl_and_the_profile_does_not(memory):
+    """The layers' TTLs, with an injected clock (``now=``)."""
+    memory.policy = RecallPolicy(threshold=-1.0, ttl_days={"progress": 14.0})
+    await apply(memory, "u1", "t1", [update("task.audit", "the east warehouse audit", "create",
+                                            "progress"),
+                                     update("pref.warehouse", "the east warehouse audit")])
+    week = await memory.recall("u1", "east warehouse audit", now=NOW + timedelta(days=7))
+    assert {i.key for i in week} == {"task.audit", "pref.warehouse"}
+    later = await memory.recall("u1", "east warehouse audit", now=NOW + timedelta(days=15))
+    assert [i.key for i in later] == ["pref.warehouse"]
+    assert len(await memory.items("u1")) == 2  # expired, not deleted
+
+
+async def test_stale_items_are_archived_out_of_the_index_and_can_be_restored(memory, tmp_path):
+    """Superseded long ago, or past the TTL: archived (injected clock); restored: back."""
+    from hermes_fsm.memory.archive import SQLiteArchive
+
+    memory.policy = RecallPolicy(threshold=-1.0, ttl_days={"progress": 14.0})
+    archive = SQLiteArchive(tmp_path / "archive.sqlite")
+    await apply(memory, "u1", "t1", [update("pref.contact", "email"),
+                                     update("task.order", "order 2002", "create", "progress")])
+    await memory.apply("u1", "t2", [update("pref.contact", "phone", "modify")],
+                       NOW + timedelta(days=1), session_id="s1", text="")
+    await apply(memory, "u2", "t3", [update("pref.contact", "fax")])  # another user: kept
+    assert await memory.archive_stale("u1", archive, now=NOW + timedelta(days=2)) == []
+    moved = await memory.archive_stale("u1", archive, now=NOW + timedelta(days=120),
+                                       stale_after_days=90)
+    assert sorted(i.value for i in moved) == ["email", "order 2002"]
+    assert [i.value for i in await memory.items("u1")] == ["phone"]
+    assert len(await memory.items("u2")) == 1
+    assert sorted(i.value for i in await archive.items("u1")) == ["email", "order 2002"]
+    order = next(i for i in moved if i.value == "order 2002")
+    restored = await memory.restore("u1", archive, [order.item_id])
+    assert [i.value for i in restored] == ["order 2002"]
+    assert {i.value for i in await memory.items("u1")} == {"phone", "order 2002"}
+    assert [i.value for i in await archive.items("u1")] == ["email"]
+    found = await memory.recall("u1", "order 2002", now=NOW + timedelta(days=3))
+    assert "order 2002" in [i.value for i in found]
+    await archive.close()
