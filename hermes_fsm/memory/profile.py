@@ -62,11 +62,11 @@ def rollback_updates(items: Sequence[MemoryItem], at: datetime) -> list[MemoryUp
             updates.append(MemoryUpdate(
                 key=old.key, update_type="modify", value=old.value,
                 memory_type=old.memory_type,  # type: ignore[arg-type]
-                confidence=old.confidence, evidence="rollback"))
+                confidence=old.confidence, evidence_source="memory"))
     for key_domain, current in now.items():
         if key_domain not in then:
             updates.append(MemoryUpdate(
                 key=current.key, update_type="deprecate", value=None,
                 memory_type=current.memory_type,  # type: ignore[arg-type]
-                confidence=current.confidence, evidence="rollback"))
+                confidence=current.confidence, evidence_source="memory"))
     return updates
