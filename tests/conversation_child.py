@@ -4,7 +4,7 @@
 
 Settings: ``pg_url``, ``schema``, ``redis_url``, ``prefix``, ``session``, ``text``,
 ``hold`` (after the turn, print its result and wait to be killed). Prints one JSON line:
-the turn's ``status``, ``answer``, ``path`` and tool ``calls``. Each real ``send_report``
+the turn's ``status``, ``answer``, ``path`` and tool ``calls``. Each real ``send_email``
 is recorded in ``<schema>.sent`` (committed before the tool returns).
 """
 
@@ -38,7 +38,7 @@ async def main(settings: dict[str, Any]) -> None:
     orchestrator = Orchestrator(brain=RulesBrain(slot_rules()), tools=slot_registry([], record),
                                 store=store, lease=lease, busy_policy="queue")
     try:
-        result = await orchestrator.run_turn(settings["session"], settings["text"], "u1")
+        result = await orchestrator.run_turn(settings["session"], settings["text"], "alice")
         calls = [{"tool": e.tool, "args": e.arguments} for e in result.events
                  if e.kind == "tool_call_started"]
         print(json.dumps({"status": result.status, "answer": result.answer,

@@ -128,7 +128,7 @@ def test_slots_come_from_the_contract_and_the_question_names_the_format() -> Non
     schema = {"type": "object", "required": ["order_id"],
               "properties": {"order_id": {"type": "string", "pattern": r"^ORD-\d{8}$"}}}
     slot = required_slots(schema, {"order_id": {"ask": "请问您的订单号是多少?"}})[0]
-    assert question(slot, "zh") == "请问您的订单号是多少?格式类似 ORD-12345678"
+    assert question(slot, "zh") == "请问您的订单号是多少?格式类似 ORD-12345678。"
     assert slot_problems(schema, {}) and slot_problems(schema, {"order_id": "ORD-12345678"}) == []
 
 
@@ -175,7 +175,7 @@ async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it
     import httpx
 
     from hermes_fsm.server import create_app
-    from tests.conversation_support import slot_registry, slot_rules
+    from tests.conversation_support import BODY, SUBJECT, slot_registry, slot_rules
     from tests.http_support import served
 
     sent: list[dict[str, object]] = []
@@ -189,7 +189,7 @@ async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it
         pending = asked["pending"]
         assert pending["kind"] == "approval" and [
             (c["tool_name"], c["arguments"]) for c in pending["calls"]] == [
-            ("send_report", {"to": "li@example.com"})]
+            ("send_email", {"to": "li@example.com", "subject": SUBJECT, "body": BODY})]
         assert sent == []
         done = (await http.post("/v1/sessions/s1/turns", headers=auth,
                                 json={"text": "yes"})).json()

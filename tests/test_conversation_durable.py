@@ -15,6 +15,7 @@ import psycopg
 import pytest
 
 from tests.memory.conftest import PG_URL, REDIS_URL, need
+from tests.conversation_support import BODY, SUBJECT
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -79,21 +80,22 @@ def test_a_pending_clarification_survives_sigkill_and_resumes_on_another_process
     second = turn(services, "conv-clarify", "ORD-12345678", kill=False)
     assert second["status"] == "completed"
     assert second["calls"] == [{"tool": "order_status", "args": {"order_id": "ORD-12345678"}}]
-    assert "shipped" in second["answer"]
+    assert "还没有发货" in second["answer"]  # alice's order in retail.yaml: pending
 
 
 def test_a_pending_approval_survives_sigkill_and_runs_exactly_the_plan_shown(
         services: dict[str, Any]) -> None:
     first = turn(services, "conv-approve", "把销售报告发给 li@example.com", kill=True)
     assert first["status"] == "awaiting_approval"
-    assert 'send_report(to="li@example.com")' in first["answer"]
+    assert 'subject="Sales report", to="li@example.com")' in first["answer"]
     assert sent(services) == []  # nothing ran before the yes
     other = turn(services, "conv-approve", "A1001 在华东仓还有多少", kill=True)
     assert "342" in other["answer"] and sent(services) == []  # still pending, not run
     second = turn(services, "conv-approve", "确认", kill=False)
     assert second["status"] == "completed"
     assert "PLANNING" not in second["path"]  # the stored plan, not a new one
-    assert second["calls"] == [{"tool": "send_report", "args": {"to": "li@example.com"}}]
+    assert second["calls"] == [{"tool": "send_email", "args": {
+        "to": "li@example.com", "subject": SUBJECT, "body": BODY}}]
     assert sent(services) == ["li@example.com"]
     again = turn(services, "conv-approve", "确认", kill=False)  # the approval is used up
     assert again["calls"] == [] and sent(services) == ["li@example.com"]

@@ -47,7 +47,7 @@ def build(dialogue: dict[str, Any]) -> tuple[Orchestrator, FixedClock, list[dict
     clock = FixedClock(START)
     sent: list[dict[str, Any]] = []
     if dialogue.get("setup", "demo") == "slots":
-        brain, tools = RulesBrain(slot_rules()), slot_registry(sent)
+        brain, tools = RulesBrain(slot_rules()), slot_registry(sent, clock=clock)
     else:
         brain, tools = RulesBrain(), build_demo_registry()
     return Orchestrator(brain=brain, tools=tools, clock=clock, ids=SequentialIds()), clock, sent

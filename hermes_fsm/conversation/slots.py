@@ -162,7 +162,7 @@ def question(slot: Slot, lang: str, problem: SlotProblem | None = None,
     fmt = expected_format(slot, lang)
     if lang == "zh":
         ask = slot.ask or f"请问您的{_NAMES_ZH.get(slot.name, slot.name)}是什么?"
-        text = ask if not fmt else f"{ask.rstrip('?？')}?{fmt}"
+        text = ask if not fmt else f"{ask.rstrip('?？')}?{fmt}。"
         if problem is not None and problem.reason == "invalid":
             bad = f"“{problem.value}”不是有效的{_NAMES_ZH.get(slot.name, slot.name)}"
             text = f"{bad}。{text}" if failures < 2 else (

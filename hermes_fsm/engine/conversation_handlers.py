@@ -302,6 +302,10 @@ async def clarify(turn: TurnContext) -> dict[str, Any]:
     else:
         text = question(slot, lang, problem if missing.reason == "invalid" else None,
                         failures=failures)
+        unclear = parameters.pop(f"{missing.slot}_unclear", None)
+        if isinstance(unclear, str) and unclear:  # a time said but not exact: say so
+            text = (f"“{unclear}”不是一个确切的时间。{text}" if lang == "zh" else
+                    f'I can\'t pin "{unclear}" down to an exact time. {text}')
         parameters.pop(missing.slot, None)  # an invalid value is not kept
         edit.push_task(Task(
             task_id, "clarify", getattr(intent, "intent_type", "unknown"), parameters,
