@@ -14,8 +14,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from tests.memory.conftest import PG_URL, REDIS_URL, need
 from tests.conversation_support import BODY, SUBJECT
+from tests.memory.conftest import PG_URL, REDIS_URL, need
 
 ROOT = Path(__file__).resolve().parent.parent
 
