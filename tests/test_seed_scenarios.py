@@ -172,9 +172,6 @@ async def test_seed003_an_order_without_its_number_is_asked_for(tmp_path: Path) 
     await replays_clean("seed003_order")
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_CONVERSATION + "CLARIFY: the first turn ends "
-                   "awaiting_input with the pending task, the order number resumes it (and "
-                   "the answer stays in Chinese)")
 async def test_seed003_the_order_number_resumes_the_pending_task(tmp_path: Path) -> None:
     turns = await dialogue(tmp_path, ["我的订单还没发货，急！", "ORD-12345678"])
     assert turns[0]["status"] == "awaiting_input"
