@@ -10,8 +10,9 @@ part of the conversation:
 - "不对,我说的是深圳南山区", "等等,是 iPhone 15 Pro": the same, and the old node is named in
   ``replaces`` (the engine deprecates it and creates the next version); a correction whose
   fragment names nothing the rule book knows says so (``correction_unknown``);
-- a missing slot with "它", "那家店", "there", "it" (or the same task asked again without
-  it) takes the most recent active node of the type the slot needs (``node_id``).
+- a missing slot — with "它", "那家店", "there", "it", or left out ("现在多少钱" after the
+  stock of an iPhone) — takes the most recent active node of the type the slot needs
+  (``node_id``); with no such node, the turn asks for it (CLARIFY).
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from hermes_fsm.brain.rulebook import RuleBook, detect_language
 from hermes_fsm.conversation.followups import (
     PLACE_TYPES,
     has_place_pronoun,
-    has_pronoun,
     parse_followup,
 )
 from hermes_fsm.conversation.graph import Conversation, IntentNode, entity_type_of
@@ -136,8 +136,8 @@ def _fill_references(rules: RuleBook, text: str, conv: Conversation, last: Inten
     if has_place_pronoun(text):  # "there": the optional place slots too
         missing += [s for s in rules_slots(rules, name) if s not in params and s not in missing
                     and entity_type_of(s) in PLACE_TYPES]
-    if not missing or not (has_pronoun(text) or (last is not None and last.type == name)):
-        return None
+    if not missing:
+        return None  # an ellipsis ("现在多少钱" after the stock of a product) fills it too
     entities = []
     filled = dict(params)
     for slot in dict.fromkeys(missing):

@@ -111,6 +111,7 @@ class RulesBrain:
         classified = self._classify(request.text)
         resolved = followups.resolve(self.rules, request.text, request.conversation, classified)
         if resolved is not None:  # a follow-up, a correction, a reference (brain/followups.py)
+            self._exact_times(resolved["intent_type"], resolved["parameters"], request)
             return resolved
         name, params, confidence, needs_tools = classified
         params = dict(params)
@@ -119,11 +120,15 @@ class RulesBrain:
             said = [m for m in request.history if m.get("role") == "user"]
             if said:
                 params["lang"] = detect_language(said[-1].get("content", ""))
+        self._exact_times(name, params, request)
+        return {"intent_type": name, "parameters": params, "confidence": confidence,
+                "needs_tools": needs_tools}
+
+    def _exact_times(self, name: str, params: dict[str, Any], request: BrainRequest) -> None:
+        """The intent's time slots made exact, in place (see :mod:`.slot_times`)."""
         kinds = self._time_slots.get(name)
         if kinds and any(slot in params for slot in kinds):
             exact_times(self.times, kinds, params, request.now)
-        return {"intent_type": name, "parameters": params, "confidence": confidence,
-                "needs_tools": needs_tools}
 
     @cached_property
     def _time_slots(self) -> dict[str, dict[str, TimeKind]]:

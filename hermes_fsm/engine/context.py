@@ -244,7 +244,7 @@ class ContextBuilder:
         tools: Sequence[ToolDescription] = request.tools
         gone: list[str] = []
         if plans and tools_tokens > grant["tools"]:
-            tools, gone = self._trim_tools(tools, text, grant["tools"])
+            tools, gone = self._trim_tools(tools, _topic(request, text), grant["tools"])
             tools_tokens = self._tools_cost(tools)
         if gone:
             dropped["tools"] = len(gone)
@@ -415,7 +415,8 @@ class ContextBuilder:
     def _trim_tools(self, tools: Sequence[ToolDescription], text: str, limit: int
                     ) -> tuple[Sequence[ToolDescription], list[str]]:
         """The tools within ``limit`` and the names of those left out: the ones sharing
-        the fewest words with the message go first, the later ones among equals."""
+        the fewest words with the message (and the turn's task: see :func:`_topic`) go first,
+        the later ones among equals."""
         count = self.counter.count
         if self._tools_cost(tools) <= limit:
             return tools, []  # the same list: its count stays cached
@@ -574,3 +575,17 @@ def apply_context_event(session: Session, event: Mapping[str, Any]) -> None:
     if folded:
         del session.history[:folded]
     session.summary = summary
+
+
+def _topic(request: BrainRequest, text: str) -> str:
+    """What the tools are ranked against: the message, and what the turn made of it so
+    far (the intent's type and slot names, the tools of an earlier plan), so that a
+    follow-up ("那上海徐汇区呢") keeps the tools of its task."""
+    words = [text]
+    intent = request.outputs.get("intent")
+    if intent is not None:
+        words.append(str(getattr(intent, "intent_type", "")))
+        words += [str(k) for k in (getattr(intent, "parameters", None) or {})]
+    plan = request.outputs.get("plan")
+    words += [str(getattr(c, "tool_name", "")) for c in getattr(plan, "tool_calls", ())]
+    return " ".join(words)
