@@ -4,8 +4,8 @@ tools, the demo MCP server over stdio), a fixed clock and ``timezone: Asia/Shang
 Each test runs the dialogue live and checks the exact tool calls and the facts of each
 answer; its recording is committed under ``tests/recordings/seeds/`` and replayed
 against today's contracts and graph (``HERMES_WRITE_RECORDINGS=1`` writes them anew).
-What needs the conversation layer (follow-ups, corrections, a pending task resumed, an
-approval) is marked ``xfail(strict=True)`` with what is missing.
+Follow-ups, corrections, a pending task resumed and an approval run on the
+conversation layer (the session's graph and tasks).
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from hermes_fsm.sources import FixedClock, SequentialIds
 
 RECORDINGS = Path(__file__).parent / "recordings" / "seeds"
 BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai, Tuesday 2026-12-01
-NEEDS_CONVERSATION = "needs the conversation layer (h13core): "
 
 
 def orchestrator(data_dir: Path) -> Orchestrator:
@@ -190,6 +189,7 @@ async def test_another_users_order_is_no_such_order(tmp_path: Path) -> None:
 
 async def test_seed003_q3_sales_for_director_li(tmp_path: Path) -> None:
     [turn] = await dialogue(tmp_path, ["把 Q3 的销售数据发给李总监"], name="seed003_q3_report")
+    assert turn["status"] == "awaiting_approval"  # the e-mail waits for a yes
     assert turn["calls"] == [
         ("sales_report", {"start": "2026-07-01", "end": "2026-09-30", "format": "markdown"}),
         ("contact_lookup", {"name": "李总监"})]
@@ -201,15 +201,20 @@ async def test_seed003_q3_sales_for_director_li(tmp_path: Path) -> None:
     await replays_clean("seed003_q3_report")
 
 
-@pytest.mark.xfail(strict=True, reason=NEEDS_CONVERSATION + "the rules brain plans send_email "
-                   "in a later round from the first round's facts (test_rules_retail), but "
-                   "RESULT goes back to PLANNING only on failures; and the contract's approval: "
-                   "the turn ends awaiting_approval listing the e-mail")
 async def test_seed003_q3_report_is_sent_after_approval(tmp_path: Path) -> None:
     turns = await dialogue(tmp_path, ["把 Q3 的销售数据发给李总监", "确认"])
     assert turns[0]["status"] == "awaiting_approval"
-    assert ("send_email", {"to": "li.na@example.com"}) in [
-        (name, {"to": args.get("to")}) for name, args in turns[1]["calls"]]
+    report = str(tmp_path / "reports" / "sales_2026-07-01_2026-09-30.md")
+    # the e-mail a second round planned from the first round's outputs, listed for approval
+    assert 'to="li.na@example.com"' in turns[0]["answer"] and report in turns[0]["answer"]
+    assert [name for name, _ in turns[0]["calls"]] == ["sales_report", "contact_lookup"]
+    assert turns[1]["status"] == "completed"
+    assert turns[1]["calls"] == [("send_email", {
+        "to": "li.na@example.com", "subject": "Sales report 2026-07-01 – 2026-09-30",
+        "body": "Sales report 2026-07-01 – 2026-09-30, attached. / 销售数据见附件。",
+        "attachment": report})]
+    [mail] = json.loads((tmp_path / "outbox" / "alice.json").read_text("utf-8"))
+    assert mail["to"] == "li.na@example.com" and mail["attachment"] == report
 
 
 # --- as separate `hermes-fsm run` processes on one session -------------------------------

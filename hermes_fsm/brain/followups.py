@@ -17,6 +17,7 @@ part of the conversation:
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from hermes_fsm.brain.rulebook import RuleBook, detect_language
@@ -179,14 +180,17 @@ def conversation_reply(intent_type: str, params: dict[str, Any], lang: str) -> s
 
 
 def pending_reminder(conv: Conversation | None, answered_task: str | None,
-                     lang: str) -> str | None:
+                     lang: str, now: datetime | None = None) -> str | None:
     """A line that returns to the pending task after another request was answered
-    (seed 000: "回到原流程继续"), or ``None``."""
+    (seed 000: "回到原流程继续"), or ``None``; a task made this turn (since ``now``, the
+    turn's start: an approval after the first round's facts) is asked as it is."""
     if conv is None or not conv.tasks:
         return None
     task = conv.tasks[-1]
     if task.id == answered_task or task.kind == "confirm":
         return None
+    if now is not None and datetime.fromisoformat(task.created_at) >= now:
+        return task.question
     if lang == "zh":
         return f"(回到刚才的事:{task.question})"
     return f"(Back to where we were: {task.question})"

@@ -164,11 +164,15 @@ class RulesBrain:
         params = _get(intent, "parameters") or {}
         calls: list[tuple[PlannedCall, dict[str, Any]]] = []
         missing: list[dict[str, Any]] = []
+        waiting = False  # a call takes an output of this round's ("{@tool.field}"): later
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             tool = tools.get(planned.tool)
             if tool is None:
                 continue
             args = planned.arguments_for(params)
+            if args is None and planned.fact_refs and all(s in params for s in planned.requires):
+                waiting = True
+                continue
             if args is None:  # a required slot is missing: ask for it (CLARIFY), never guess
                 missing += [{"tool": planned.tool, "slot": arg, "reason": "missing"}
                             for arg, (slot, optional) in planned.refs.items()
@@ -188,10 +192,13 @@ class RulesBrain:
                 {"tool_name": p.tool, "arguments": a,
                  "reasoning_trace": p.reasoning.format_map(params)} for p, a in calls]}
         cited = _cited_nodes(request)
-        return {"tool_calls": [
+        plan: dict[str, Any] = {"tool_calls": [
             {"tool_name": p.tool, "arguments": a,  # cited in the trace (the contract reads it)
              "reasoning_trace": p.reasoning.format_map(params) + _citing(cited)}
             for p, a in calls], "missing_slots": missing if not calls else []}
+        if waiting and calls and _has_field(request.schema, "continues"):
+            plan["continues"] = True  # RESULT plans again: _waiting_calls makes the rest
+        return plan
 
     def _waiting_calls(self, intent: Any, outputs: Mapping[str, Any],
                        tools: Mapping[str, ToolDescription]) -> list[dict[str, Any]]:
@@ -238,7 +245,8 @@ class RulesBrain:
         if not parts:
             parts = [followups.conversation_reply(_get(intent, "intent_type", ""), params, lang)
                      or self._answer_without_facts(request, intent, params, lang)]
-        parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang))
+        parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang,
+                                                request.now))
         if request.repair is not None and any(e.loc[:1] == ("evidence",)
                                               for e in request.repair.errors):
             evidence = []  # the citations were refused: answer without them

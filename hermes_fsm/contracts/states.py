@@ -155,11 +155,14 @@ class Plan(Contract):
     """The tool calls to run next; each must name a known, permitted tool with valid arguments."""
 
     contract_name = "plan"
-    contract_version = "2.0.0"
+    contract_version = "2.1.0"
 
     tool_calls: list[ToolCall]
     missing_slots: list[MissingSlot] = Field(
         default_factory=list, description="Required inputs to ask the user for (CLARIFY).")
+    continues: bool = Field(
+        default=False, description="More calls wait for these calls' outputs (an argument "
+                                   "taken from their results): plan again after them.")
 
     @model_validator(mode="after")
     def _cited_nodes_exist(self, info: ValidationInfo) -> Plan:

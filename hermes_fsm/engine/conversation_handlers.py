@@ -16,7 +16,7 @@ change is made, and again wherever the session is rebuilt from its events.
   past ``max_slot_failures`` the task is dropped with a clear message (bounded).
 - PLANNING → APPROVAL when a call's tool contract says ``approval: true``:
   :func:`approval` lists exactly what would run, stores that plan and ends the turn
-  ``awaiting_approval``. A later yes goes INTENT → APPROVED, whose handler
+  ``awaiting_approval`` (after RESPONSE when earlier rounds found facts: :func:`has_facts`). A later yes goes INTENT → APPROVED, whose handler
   :func:`run_approved` hands EXECUTION the stored plan, unchanged.
 """
 
@@ -53,6 +53,7 @@ __all__ = [
     "approved",
     "clarify",
     "classify",
+    "has_facts",
     "needs_approval",
     "record_intent",
     "record_plan",
@@ -365,6 +366,12 @@ async def approval(turn: TurnContext) -> dict[str, Any]:
     _emit(turn, edit)
     turn.awaiting = "awaiting_approval"
     return {"text": text, "task_id": task_id, "calls": calls}
+
+
+def has_facts(turn: TurnContext) -> bool:
+    """Condition: earlier rounds of this turn established facts (APPROVAL → RESPONSE: the
+    answer gives them, and asks for the approval)."""
+    return bool(getattr(turn.by_contract.get("result_report"), "facts", ()))
 
 
 def approved(turn: TurnContext) -> bool:

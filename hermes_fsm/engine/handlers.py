@@ -109,7 +109,8 @@ async def report_results(turn: TurnContext) -> dict[str, Any]:
     """Turn tool results into citable facts and violations; plan again if a call can be fixed.
 
     A failed call whose error is a planning mistake (unknown tool, invalid arguments) or
-    retryable sets ``needs_more_tools``; the graph bounds how often that loops.
+    retryable sets ``needs_more_tools``, and so does a plan that ``continues`` (calls wait
+    for this round's outputs) once a call succeeded; the graph bounds how often that loops.
     """
     execution = turn.by_contract.get("execution_results")
     facts: list[dict[str, Any]] = []
@@ -120,6 +121,9 @@ async def report_results(turn: TurnContext) -> dict[str, Any]:
         facts.extend(f.model_dump() for f in getattr(previous, "facts", ()))
         violations.extend(getattr(previous, "violations", ()))
     if isinstance(execution, ExecutionResults):
+        # the planner said more calls wait for these calls' outputs: plan again after them
+        needs_more = bool(getattr(turn.by_contract.get("plan"), "continues", False)) and any(
+            r.success for r in execution.results)
         for result in execution.results:
             if result.success:
                 facts.append({"id": f"fact-{result.call_id}", "source": result.call_id,
