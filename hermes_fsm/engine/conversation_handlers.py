@@ -16,8 +16,9 @@ change is made, and again wherever the session is rebuilt from its events.
   past ``max_slot_failures`` the task is dropped with a clear message (bounded).
 - PLANNING → APPROVAL when a call's tool contract says ``approval: true``:
   :func:`approval` lists exactly what would run, stores that plan and ends the turn
-  ``awaiting_approval`` (after RESPONSE when earlier rounds found facts: :func:`has_facts`). A later yes goes INTENT → APPROVED, whose handler
-  :func:`run_approved` hands EXECUTION the stored plan, unchanged.
+  ``awaiting_approval`` (after RESPONSE when earlier rounds found facts: :func:`has_facts`).
+  A later yes goes INTENT → APPROVED, whose handler :func:`run_approved` hands EXECUTION
+  the stored plan, unchanged.
 """
 
 from __future__ import annotations
