@@ -34,6 +34,7 @@ from typing import Any
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config.budgets import apply_budgets
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import HermesConfig
@@ -41,6 +42,7 @@ from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.events.sinks import StructlogSink
+from hermes_fsm.graph.loader import default_graph_path, load_graph
 
 __all__ = ["build_brain", "build_orchestrator"]
 
@@ -72,8 +74,11 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     """
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
+    graph: Any = config.graph
+    if config.budgets.is_set() and "graph" not in overrides:
+        graph = apply_budgets(load_graph(config.graph or default_graph_path()), config.budgets)
     kwargs: dict[str, Any] = {
-        "graph": config.graph,
+        "graph": graph,
         "busy_policy": config.busy_policy,
         "history_window": config.history_window,
         "context": config.context,

@@ -25,6 +25,7 @@
     sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
+    budgets: {budget_s: 240, timeout_s: 90, states: {RESPONSE: 150}}  # over the graph's
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -35,11 +36,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
+from hermes_fsm.config.budgets import BudgetsConfig
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.engine.budget import ContextConfig
 from hermes_fsm.errors import ConfigError
@@ -69,9 +71,12 @@ class BrainConfig(_Strict):
     api_key_env: str | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
-    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    structured_output: Literal["auto", "json_schema", "json_object_schema",
+                               "json_object"] = "auto"
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
+    contract_max_tokens: dict[str, Annotated[int, Field(ge=1)]] = {}
+    stream_every_state: bool = False
 
     @model_validator(mode="after")
     def _openai_fields(self) -> BrainConfig:
@@ -183,6 +188,7 @@ class HermesConfig(_Strict):
     server: ServerConfig = ServerConfig()
     sessions: SessionsConfig = SessionsConfig()
     context: ContextConfig = ContextConfig()
+    budgets: BudgetsConfig = BudgetsConfig()
     source: str = Field(default="embedded defaults", exclude=True)
 
 

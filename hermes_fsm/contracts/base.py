@@ -78,8 +78,8 @@ def explicit_any(schema: dict[str, Any]) -> dict[str, Any]:
     """``schema`` with every untyped subschema (``{}``, ``{"title": ...}``) given the
     explicit type list of any JSON value (see :meth:`Contract.json_schema`).
 
-    >>> explicit_any({"type": "object", "properties": {"v": {"title": "V"}}})["properties"]
-    {'v': {'title': 'V', 'type': ['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']}}
+    >>> explicit_any({"type": "object", "properties": {"v": {"title": "V"}}})["properties"]["v"]
+    {'title': 'V', 'type': ['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']}
     """
 
     def subschema(node: Any) -> Any:
