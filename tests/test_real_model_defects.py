@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pydantic import ValidationError
 from starlette.applications import Starlette
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
+from hermes_fsm import Orchestrator
 from hermes_fsm.brain.openai import CONTRACT_MAX_TOKENS, AnswerTextStream, OpenAIBrain
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.config import build_orchestrator
@@ -207,3 +209,38 @@ def test_without_budgets_the_graph_file_is_used_as_it_is(tmp_path):
     assert graph.budget_s == on_file.budget_s
     assert {n: s.timeout_s for n, s in graph.states.items()} == {
         n: s.timeout_s for n, s in on_file.states.items()}
+
+
+# --- a turn always answers something readable -------------------------------------------------
+
+def _unreachable_brain_orchestrator() -> Orchestrator:
+    from hermes_fsm.demo.tools import build_demo_registry
+    from hermes_fsm.testing import ScriptedBrain
+
+    return Orchestrator(brain=ScriptedBrain({}), tools=build_demo_registry())
+
+
+async def test_a_turn_whose_brain_never_answers_still_answers_readably():
+    result = await _unreachable_brain_orchestrator().run_turn(None, "hello", user_id="u")
+    assert result.status == "degraded"
+    assert result.answer.strip()
+    assert "INTENT" in result.answer and "failed" in result.answer
+
+
+async def test_the_fallback_answer_comes_over_http_too():
+    from hermes_fsm.server import create_app
+
+    orchestrator = _unreachable_brain_orchestrator()
+    async with served(create_app(orchestrator)) as url, httpx.AsyncClient(base_url=url) as http:
+        response = await http.post("/v1/sessions/s1/turns", json={"text": "hello"})
+    assert response.status_code == 200, response.text
+    assert response.json()["answer"].startswith("Sorry, I could not answer that")
+
+
+def test_a_graph_file_sets_its_own_fallback_answer(tmp_path):
+    text = default_graph_path().read_text(encoding="utf-8")
+    path = tmp_path / "g.yaml"
+    path.write_text(text.replace("budget_s: 30", "budget_s: 30\nfallback_answer: 'No luck in "
+                                 "{state}.'"), encoding="utf-8")
+    graph = load_graph(path)
+    assert graph.fallback_answer == "No luck in {state}."

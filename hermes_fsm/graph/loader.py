@@ -104,6 +104,9 @@ class _GraphFile(_Strict):
     initial: str
     budget_s: float = Field(default=60.0, gt=0.0, le=86400.0)
     partial_answer: str = "I could not finish this in time (stopped in {state})."
+    fallback_answer: str = Field(
+        default="Sorry, I could not answer that this time ({state}: {reason}). "
+                "Please try again.", min_length=1)
     contracts: dict[str, str] = {}
     states: dict[str, _StateFile | None]
     transitions: list[_TransitionFile]
@@ -251,6 +254,7 @@ class _Resolver:
         return Graph(
             name=spec.name, version=spec.version, initial=spec.initial, states=states,
             transitions=transitions, budget_s=spec.budget_s, partial_answer=spec.partial_answer,
+            fallback_answer=spec.fallback_answer,
             description=spec.description, path=self.path,
             content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
             contracts=self.contracts,

@@ -92,6 +92,8 @@ class Graph:
     transitions: tuple[TransitionSpec, ...]
     budget_s: float = 60.0
     partial_answer: str = "I could not finish this in time (stopped in {state})."
+    fallback_answer: str = ("Sorry, I could not answer that this time ({state}: {reason}). "
+                            "Please try again.")
     description: str = ""
     path: str = "<string>"
     content_hash: str = ""
