@@ -7,9 +7,12 @@ import json
 
 import pytest
 
+from hermes_fsm.brain.protocol import ToolDescription
+from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.contracts.base import JSON_TYPES, explicit_any
 from hermes_fsm.contracts.schema_diff import diff_schemas
-from hermes_fsm.contracts.states import STATE_CONTRACTS, MemoryCommit, MemoryUpdate
+from hermes_fsm.contracts.states import STATE_CONTRACTS, MemoryCommit, MemoryUpdate, Plan
+from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 
 CONTRACTS = sorted({*STATE_CONTRACTS, *load_graph(default_graph_path()).contracts},
@@ -56,3 +59,61 @@ def test_explicit_any_leaves_typed_and_combined_subschemas_alone():
     assert props["b"]["anyOf"][1] == {"type": JSON_TYPES} and "type" not in props["b"]
     assert props["d"]["items"] == {"type": JSON_TYPES} and props["e"] == {"enum": [1, 2]}
     assert out["$defs"]["X"]["type"] == JSON_TYPES
+
+
+# --- the plan schema handed to a model names the offered tools -------------------------------
+
+def _offered() -> list[ToolDescription]:
+    return list(build_demo_registry().describe())
+
+
+def test_the_plan_schema_narrowed_to_the_offered_tools_compiles_to_a_grammar():
+    assert _grammar(offered_tools_schema(Plan.json_schema(), _offered())) is not None
+
+
+def test_the_narrowed_plan_schema_refuses_a_tool_not_offered_and_wrong_arguments():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = offered_tools_schema(Plan.json_schema(), _offered())
+    good = {"tool_calls": [{"tool_name": "inventory_lookup", "reasoning_trace": "stock",
+                            "arguments": {"sku": "A1001", "warehouse": "east"}}]}
+    jsonschema.validate(good, schema)
+    unknown = {"tool_calls": [{**good["tool_calls"][0], "tool_name": "inventory_lookups"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(unknown, schema)
+    typed = {"tool_calls": [{**good["tool_calls"][0], "arguments": {"sku": 1001}}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(typed, schema)
+
+
+def test_with_no_tool_offered_the_plan_must_be_empty():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = offered_tools_schema(Plan.json_schema(), [])
+    jsonschema.validate({"tool_calls": []}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool_calls": [{"tool_name": "x", "arguments": {},
+                                             "reasoning_trace": "?"}]}, schema)
+
+
+def test_other_schemas_are_left_as_they_are():
+    schema = MemoryCommit.json_schema()
+    assert offered_tools_schema(schema, _offered()) == schema
+
+
+async def test_the_openai_brain_sends_the_narrowed_plan_schema():
+    from hermes_fsm.brain.openai import OpenAIBrain
+    from hermes_fsm.brain.protocol import BrainRequest
+    from tests.fake_chat_server import FakeChatServer
+    from tests.http_support import served
+    from tests.support import PLAN_LOOKUP
+
+    server = FakeChatServer()
+    server.script("plan", PLAN_LOOKUP)
+    async with served(server.app()) as url:
+        brain = OpenAIBrain(f"{url}/v1", "fake-model")
+        await brain.decide(BrainRequest(state="PLANNING", contract_name="plan",
+                                        schema=Plan.json_schema(), text="stock?", user_id="u",
+                                        tools=tuple(_offered())))
+        await brain.aclose()
+    sent = server.requests[-1]["response_format"]["json_schema"]["schema"]
+    names = [b["properties"]["tool_name"]["enum"][0] for b in sent["$defs"]["ToolCall"]["oneOf"]]
+    assert names == [t.name for t in _offered()]

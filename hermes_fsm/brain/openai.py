@@ -47,6 +47,7 @@ import httpx
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
+from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
 
 __all__ = ["CONTRACT_MAX_TOKENS", "AnswerTextStream", "OpenAIBrain"]
@@ -221,11 +222,13 @@ class OpenAIBrain:
 
     def _body(self, request: BrainRequest, stream: bool) -> dict[str, Any]:
         body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request)}
+        # a plan's calls narrowed to the offered tools: constrained decoding names no other
+        schema = offered_tools_schema(request.schema, request.tools)
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.contract_name, "schema": dict(request.schema)}}
+                "name": request.contract_name, "schema": schema}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
-            body["response_format"] = {"type": "json_object", "schema": dict(request.schema)}
+            body["response_format"] = {"type": "json_object", "schema": schema}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:
