@@ -59,6 +59,7 @@ class RulesBrain:
     """
 
     name = "rules"
+    context_window = None  # reads no prompt: offered every tool, with no token budget
 
     def __init__(self, rules: RuleBook | None = None) -> None:
         self.rules = rules if rules is not None else RuleBook.default()

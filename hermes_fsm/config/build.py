@@ -31,16 +31,18 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_fsm.brain.brain_set import BrainSet
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config.budgets import apply_budgets
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
-from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.settings import BrainConfig, HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.errors import ConfigError
 from hermes_fsm.events.sinks import StructlogSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 
@@ -49,16 +51,36 @@ __all__ = ["build_brain", "build_orchestrator"]
 
 def build_brain(config: HermesConfig) -> Brain:
     """The brain of the configuration: OpenAI-compatible (``brain.kind: openai``), else the
-    rules brain (with ``brain.rules_file``'s rules, else the bundled ones).
+    rules brain (with ``brain.rules_file``'s rules, else the bundled ones); with ``brains:``
+    a :class:`~hermes_fsm.brain.brain_set.BrainSet` of the default and the named ones.
 
     Raises:
         ConfigError: the rules file is malformed, or the OpenAI brain is misconfigured.
     """
-    if config.brain.kind == "openai":
-        return OpenAIBrain.from_config(config.brain)
-    if config.brain.rules_file is not None:
-        return RulesBrain.from_file(config.brain.rules_file)
+    default = _one_brain(config.brain)
+    if not config.brains:
+        return default
+    return BrainSet(default, {name: _one_brain(b) for name, b in config.brains.items()})
+
+
+def _one_brain(config: BrainConfig) -> Brain:
+    if config.kind == "openai":
+        return OpenAIBrain.from_config(config)
+    if config.rules_file is not None:
+        return RulesBrain.from_file(config.rules_file)
     return RulesBrain()
+
+
+def _check_state_brains(orchestrator: Orchestrator, config: HermesConfig) -> None:
+    """Every ``brain:`` of the graph's states names a configured brain (or ``rules``)."""
+    known = {"rules", *config.brains}
+    for spec in orchestrator.graph.states.values():
+        if spec.brain is not None and spec.brain not in known:
+            where = f"{orchestrator.graph.path}:{spec.line}" if spec.line else \
+                orchestrator.graph.path
+            raise ConfigError(f"{where}: state {spec.name} asks for brain {spec.brain!r}, "
+                              f"which the configuration ({config.source}) does not define "
+                              f"(brains: {', '.join(sorted(known))}); add it under `brains:`")
 
 
 def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -100,4 +122,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
             kwargs["lease"] = build_lease(config)
     kwargs.update(overrides)
-    return Orchestrator(**kwargs)
+    orchestrator = Orchestrator(**kwargs)
+    if "brain" not in overrides:
+        _check_state_brains(orchestrator, config)
+    return orchestrator

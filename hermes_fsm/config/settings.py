@@ -26,6 +26,8 @@
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
     budgets: {budget_s: 240, timeout_s: 90, states: {RESPONSE: 150}}  # over the graph's
+    brains: {rules: {kind: rules}, big: {kind: openai, base_url: …, model: …}}
+                                  # named brains; a graph state says `brain: big`
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -189,6 +191,7 @@ class HermesConfig(_Strict):
     sessions: SessionsConfig = SessionsConfig()
     context: ContextConfig = ContextConfig()
     budgets: BudgetsConfig = BudgetsConfig()
+    brains: dict[str, BrainConfig] = {}  # named brains a graph state picks with `brain: NAME`
     source: str = Field(default="embedded defaults", exclude=True)
 
 
@@ -273,6 +276,11 @@ def _from_file(path: Path) -> HermesConfig:
     if config.brain.rules_file is not None and not config.brain.rules_file.is_absolute():
         updates["brain"] = config.brain.model_copy(
             update={"rules_file": base / config.brain.rules_file})
+    named = {name: b.model_copy(update={"rules_file": base / b.rules_file})
+             for name, b in config.brains.items()
+             if b.rules_file is not None and not b.rules_file.is_absolute()}
+    if named:
+        updates["brains"] = {**config.brains, **named}
     if config.tools.contracts_dir is not None and not config.tools.contracts_dir.is_absolute():
         updates["tools"] = config.tools.model_copy(
             update={"contracts_dir": base / config.tools.contracts_dir})

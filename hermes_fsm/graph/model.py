@@ -60,6 +60,7 @@ class StateSpec:
     on_output: Callable[..., Any] | None = None
     line: int | None = None
     recall: frozenset[Recall] = DEFAULT_RECALL
+    brain: str | None = None  # a configured brain's name (``rules``, ``small``); None: default
 
     @property
     def working(self) -> bool:
