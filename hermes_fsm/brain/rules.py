@@ -34,6 +34,7 @@ from hermes_fsm.brain.rulebook import (
     detect_language,
 )
 from hermes_fsm.brain.summary import extractive_summary
+from hermes_fsm.brain.typed_arguments import typed_arguments
 from hermes_fsm.errors import BrainError
 
 __all__ = ["RuleBook", "RulesBrain", "detect_language"]
@@ -127,6 +128,8 @@ class RulesBrain:
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             tool = tools.get(planned.tool)
             args = planned.arguments_for(params) if tool is not None else None
+            if tool is not None and args is not None:  # slots are text; the tool may want 3
+                args = typed_arguments(args, tool.input_schema)
             if tool is not None and args is not None and all(
                     r in args for r in tool.input_schema.get("required", ())):
                 calls.append((planned, args))
@@ -149,7 +152,8 @@ class RulesBrain:
             said = rules.say(answers.tools.get(tool, ()), lang, output) \
                 if isinstance(output, dict) else None
             parts.append(said or rules.say(answers.generic, lang, {
-                "tool": tool, "output": json.dumps(output, ensure_ascii=False, default=str)}))
+                "tool": tool, "output": output if isinstance(output, str)  # text as it is
+                else json.dumps(output, ensure_ascii=False, default=str)}))
             evidence.append(fact.id)
         results = _get(outputs.get("execution_results"), "results") or ()
         failures = [{"tool": r.tool_name, "error_code": r.error_code,

@@ -45,6 +45,7 @@ from hermes_fsm.cli.view import (
     run_view,
 )
 from hermes_fsm.config.build import build_orchestrator
+from hermes_fsm.config.local_tools import configured_registry
 from hermes_fsm.config.settings import HermesConfig, load_config
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.contracts.check import (
@@ -55,7 +56,6 @@ from hermes_fsm.contracts.check import (
     export_tool_contracts,
 )
 from hermes_fsm.contracts.tools import default_tool_contract_dir
-from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
 from hermes_fsm.events.sinks import EventSink
@@ -296,7 +296,7 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
     graph = load_graph(config.graph or default_graph_path())
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
-    registry = build_demo_registry()
+    registry = configured_registry(config.tools.local, config.tools.demo, config.source)
     if args.action == "export":
         written = export_contracts(graph.contracts, directory, force=args.force)
         written += export_tool_contracts(registry, tools_dir, force=args.force)

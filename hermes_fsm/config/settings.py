@@ -141,6 +141,8 @@ class ToolsConfig(_Strict):
     """Tool contracts and the executor's settings."""
 
     contracts_dir: Path | None = None  # pinned tool contracts (default: contracts/tools)
+    local: list[str] = []  # your tools: module:attribute (see hermes_fsm.config.local_tools)
+    demo: bool | None = None  # the demo tools too (default: only without local tools)
     max_result_chars: int = Field(default=4000, ge=100)
     breaker: BreakerConfig = BreakerConfig()
 

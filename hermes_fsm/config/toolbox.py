@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from hermes_fsm.config.local_tools import configured_registry
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
-from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.sources import Clock
 from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
 from hermes_fsm.tools.executor import ToolExecutor
@@ -46,8 +46,9 @@ class Toolbox:
         Raises:
             ContractError: a pinned tool contract is malformed.
         """
-        if registry is None:
-            registry = build_demo_registry()
+        if registry is None:  # the configured tools (the demo ones without any)
+            registry = configured_registry(config.tools.local, config.tools.demo,
+                                           config.source)
         perms = config.permissions
         registry.permissions = Permissions(
             {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},
