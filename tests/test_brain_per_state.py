@@ -141,3 +141,17 @@ async def test_a_budget_that_drops_tools_for_a_model_names_them_in_the_event_and
     assert built.dropped_tools and built.dropped["tools"] == len(built.dropped_tools)
     line = format_event(built) or ""
     assert all(name in line for name in built.dropped_tools), line
+
+
+def test_configuration_assigns_brains_to_states_of_the_bundled_graph(tmp_path):
+    config = load_config(_config(tmp_path, "mcp_servers: {}\nstate_brains: {INTENT: rules, "
+                                           "PLANNING: rules}\n"), environ={})
+    graph = build_orchestrator(config, store=None).graph
+    assert graph.states["INTENT"].brain == "rules" and graph.states["PLANNING"].brain == "rules"
+    assert graph.states["RESPONSE"].brain is None
+
+
+def test_state_brains_naming_no_state_is_refused(tmp_path):
+    config = load_config(_config(tmp_path, "state_brains: {INTENTS: rules}\n"), environ={})
+    with pytest.raises(ConfigError, match="INTENTS"):
+        build_orchestrator(config, store=None)

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.graph.model import Graph
 
-__all__ = ["BudgetsConfig", "apply_budgets"]
+__all__ = ["BudgetsConfig", "apply_budgets", "apply_state_brains"]
 
 _Seconds = Field(default=None, gt=0)
 
@@ -63,3 +63,19 @@ def apply_budgets(graph: Graph, budgets: BudgetsConfig) -> Graph:
         states[name] = spec if timeout is None else replace(spec, timeout_s=timeout)
     budget = budgets.budget_s if budgets.budget_s is not None else graph.budget_s
     return replace(graph, states=states, budget_s=budget)
+
+
+def apply_state_brains(graph: Graph, state_brains: dict[str, str]) -> Graph:
+    """``graph`` with the brains configuration assigns to states (``state_brains:
+    {INTENT: rules, PLANNING: rules}``), over the graph file's ``brain:``.
+
+    Raises:
+        ConfigError: a state named is not in the graph.
+    """
+    unknown = sorted(set(state_brains) - set(graph.states))
+    if unknown:
+        raise ConfigError(f"state_brains names {', '.join(unknown)}, not a state of graph "
+                          f"{graph.name} ({', '.join(graph.states)}); fix the name")
+    states = {name: replace(spec, brain=state_brains[name]) if name in state_brains else spec
+              for name, spec in graph.states.items()}
+    return replace(graph, states=states)

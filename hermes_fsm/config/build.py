@@ -35,7 +35,7 @@ from hermes_fsm.brain.brain_set import BrainSet
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
-from hermes_fsm.config.budgets import apply_budgets
+from hermes_fsm.config.budgets import apply_budgets, apply_state_brains
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import BrainConfig, HermesConfig
@@ -97,8 +97,9 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
     graph: Any = config.graph
-    if config.budgets.is_set() and "graph" not in overrides:
+    if (config.budgets.is_set() or config.state_brains) and "graph" not in overrides:
         graph = apply_budgets(load_graph(config.graph or default_graph_path()), config.budgets)
+        graph = apply_state_brains(graph, config.state_brains)
     kwargs: dict[str, Any] = {
         "graph": graph,
         "busy_policy": config.busy_policy,

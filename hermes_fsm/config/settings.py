@@ -194,6 +194,7 @@ class HermesConfig(_Strict):
     context: ContextConfig = ContextConfig()
     budgets: BudgetsConfig = BudgetsConfig()
     brains: dict[str, BrainConfig] = {}  # named brains a graph state picks with `brain: NAME`
+    state_brains: dict[str, str] = {}  # state → brain name, over the graph file's `brain:`
     source: str = Field(default="embedded defaults", exclude=True)
 
 
