@@ -16,7 +16,7 @@ stock numbers, the reminder's words; small talk: any readable answer). No answer
 empty or the Response schema's own description in any setup: such answers are counted.
 
     .venv/bin/pip install -e '.[llm]'
-    .venv/bin/python bench/real_model.py --setup hybrid [--turns 40] [--threads 2]
+    .venv/bin/python bench/real_model.py --setup hybrid [--fallback] [--turns 40]
 
 Never in CI, never a timed assertion: it prints figures.
 """
@@ -131,15 +131,16 @@ def _serve(model: Path, threads: int, log: Path) -> tuple[subprocess.Popen[bytes
     raise SystemExit(f"llama_cpp.server not ready in 180 s; see {log}")
 
 
-def _config(url: str, setup: str, data: Path) -> Path:
+def _config(url: str, setup: str, data: Path, fallback: bool) -> Path:
     brains = SETUPS[setup]
     path = data / "bench.yaml"
     state_brains = "{" + ", ".join(f"{k}: {v}" for k, v in brains.items()) + "}"
+    fallbacks = "{RESPONSE: rules}" if fallback else "{}"
     path.write_text(
         f"brain: {{kind: openai, base_url: '{url}', model: bench, temperature: 0,\n"
         "        structured_output: json_object_schema, stream_every_state: true,\n"
         "        max_retries: 0, timeout_s: 120}\n"
-        f"state_brains: {state_brains}\n"
+        f"state_brains: {state_brains}\nfallback_brains: {fallbacks}\n"
         "budgets: {budget_s: 240, timeout_s: 90}\n"
         f"memory: {{data_dir: '{data}'}}\nsessions: {{store: memory}}\n", encoding="utf-8")
     return path
@@ -216,17 +217,20 @@ def main() -> None:
     parser.add_argument("--model", type=Path, help="a GGUF file (default: SmolLM2-135M)")
     parser.add_argument("--turns", type=int, default=len(TURNS), help="how many of the 40")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp --n_threads")
+    parser.add_argument("--fallback", action="store_true",
+                        help="the rules brain answers RESPONSE's last attempt after refusals")
     args = parser.parse_args()
     model = args.model or _smollm2()
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         process, url = _serve(model, args.threads, data / "server.log")
         try:
-            results = asyncio.run(_run(_config(url, args.setup, data), args.turns))
+            results = asyncio.run(_run(_config(url, args.setup, data, args.fallback),
+                                       args.turns))
         finally:
             process.terminate()
             process.wait(15)
-    _report(results, args.setup, model)
+    _report(results, args.setup + (" + fallback" if args.fallback else ""), model)
 
 
 if __name__ == "__main__":

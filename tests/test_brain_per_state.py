@@ -15,6 +15,7 @@ from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.cli.console import format_event
 from hermes_fsm.cli.main import main
 from hermes_fsm.config import build_orchestrator
+from hermes_fsm.config.budgets import apply_state_brains
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.budget import ContextConfig
@@ -155,3 +156,27 @@ def test_state_brains_naming_no_state_is_refused(tmp_path):
     config = load_config(_config(tmp_path, "state_brains: {INTENTS: rules}\n"), environ={})
     with pytest.raises(ConfigError, match="INTENTS"):
         build_orchestrator(config, store=None)
+
+
+async def test_a_fallback_brain_answers_the_last_attempt_after_refusals(tmp_path):
+    model = ScriptedBrain({"response": [{"text": " ", "evidence": []}],  # always refused
+                           "memory_commit": [{"memory_updates": []}]})
+    config = load_config(_config(tmp_path, "mcp_servers: {}\nstate_brains: {INTENT: rules, "
+                                           "PLANNING: rules}\nfallback_brains: {RESPONSE: "
+                                           "rules}\n"), environ={})
+    orchestrator = build_orchestrator(config, brain=BrainSet(model, {}), store=None,
+                                      graph=apply_state_brains(
+                                          load_graph(default_graph_path()),
+                                          config.state_brains, config.fallback_brains))
+    result = await orchestrator.run_turn(None, QUESTION, user_id="u")
+    assert result.status == "completed" and "342" in result.answer
+    calls = [e for e in result.events if isinstance(e, BrainCall) and e.state == "RESPONSE"]
+    attempts = load_graph(default_graph_path()).states["RESPONSE"].retry.max_attempts
+    assert [c.brain for c in calls] == ["scripted"] * (attempts - 1) + ["rules"]
+
+
+async def test_without_a_refusal_the_fallback_brain_is_not_asked(tmp_path):
+    graph = apply_state_brains(load_graph(hybrid_graph(tmp_path)), {}, {"RESPONSE": "rules"})
+    orchestrator = Orchestrator(graph, brain=BrainSet(writer(), {}), tools=build_demo_registry())
+    result = await orchestrator.run_turn(None, QUESTION, user_id="u")
+    assert brains_by_state(result.events)["RESPONSE"] == {"scripted"}

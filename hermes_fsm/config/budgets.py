@@ -65,17 +65,27 @@ def apply_budgets(graph: Graph, budgets: BudgetsConfig) -> Graph:
     return replace(graph, states=states, budget_s=budget)
 
 
-def apply_state_brains(graph: Graph, state_brains: dict[str, str]) -> Graph:
+def apply_state_brains(graph: Graph, state_brains: dict[str, str],
+                       fallback_brains: dict[str, str] | None = None) -> Graph:
     """``graph`` with the brains configuration assigns to states (``state_brains:
-    {INTENT: rules, PLANNING: rules}``), over the graph file's ``brain:``.
+    {INTENT: rules, PLANNING: rules}``) and the brains that answer a state's last attempt
+    after a refused one (``fallback_brains: {RESPONSE: rules}``), over the graph file's
+    ``brain:`` and ``fallback_brain:``.
 
     Raises:
         ConfigError: a state named is not in the graph.
     """
-    unknown = sorted(set(state_brains) - set(graph.states))
-    if unknown:
-        raise ConfigError(f"state_brains names {', '.join(unknown)}, not a state of graph "
-                          f"{graph.name} ({', '.join(graph.states)}); fix the name")
-    states = {name: replace(spec, brain=state_brains[name]) if name in state_brains else spec
-              for name, spec in graph.states.items()}
+    fallback_brains = fallback_brains or {}
+    for what, names in (("state_brains", state_brains), ("fallback_brains", fallback_brains)):
+        unknown = sorted(set(names) - set(graph.states))
+        if unknown:
+            raise ConfigError(f"{what} names {', '.join(unknown)}, not a state of graph "
+                              f"{graph.name} ({', '.join(graph.states)}); fix the name")
+    states = {}
+    for name, spec in graph.states.items():
+        if name in state_brains:
+            spec = replace(spec, brain=state_brains[name])
+        if name in fallback_brains:
+            spec = replace(spec, fallback_brain=fallback_brains[name])
+        states[name] = spec
     return replace(graph, states=states)

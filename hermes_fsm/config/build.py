@@ -75,12 +75,14 @@ def _check_state_brains(orchestrator: Orchestrator, config: HermesConfig) -> Non
     """Every ``brain:`` of the graph's states names a configured brain (or ``rules``)."""
     known = {"rules", *config.brains}
     for spec in orchestrator.graph.states.values():
-        if spec.brain is not None and spec.brain not in known:
-            where = f"{orchestrator.graph.path}:{spec.line}" if spec.line else \
-                orchestrator.graph.path
-            raise ConfigError(f"{where}: state {spec.name} asks for brain {spec.brain!r}, "
-                              f"which the configuration ({config.source}) does not define "
-                              f"(brains: {', '.join(sorted(known))}); add it under `brains:`")
+        for wanted in (spec.brain, spec.fallback_brain):
+            if wanted is not None and wanted not in known:
+                where = f"{orchestrator.graph.path}:{spec.line}" if spec.line else \
+                    orchestrator.graph.path
+                raise ConfigError(f"{where}: state {spec.name} asks for brain {wanted!r}, "
+                                  f"which the configuration ({config.source}) does not "
+                                  f"define (brains: {', '.join(sorted(known))}); add it "
+                                  "under `brains:`")
 
 
 def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -97,9 +99,10 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
     graph: Any = config.graph
-    if (config.budgets.is_set() or config.state_brains) and "graph" not in overrides:
+    if (config.budgets.is_set() or config.state_brains or config.fallback_brains
+            ) and "graph" not in overrides:
         graph = apply_budgets(load_graph(config.graph or default_graph_path()), config.budgets)
-        graph = apply_state_brains(graph, config.state_brains)
+        graph = apply_state_brains(graph, config.state_brains, config.fallback_brains)
     kwargs: dict[str, Any] = {
         "graph": graph,
         "busy_policy": config.busy_policy,

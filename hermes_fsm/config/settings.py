@@ -195,6 +195,7 @@ class HermesConfig(_Strict):
     budgets: BudgetsConfig = BudgetsConfig()
     brains: dict[str, BrainConfig] = {}  # named brains a graph state picks with `brain: NAME`
     state_brains: dict[str, str] = {}  # state → brain name, over the graph file's `brain:`
+    fallback_brains: dict[str, str] = {}  # state → the brain of its last attempt after a refusal
     source: str = Field(default="embedded defaults", exclude=True)
 
 

@@ -49,7 +49,11 @@ async def ask_brain(turn: TurnContext) -> Any:
         repair=turn.repair,
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
     )
-    brain = choose_brain(turn.services.brain, state.brain)  # the graph's `brain:` of the state
+    name = state.brain  # the graph's `brain:` of the state; its fallback for the last attempt
+    if (state.fallback_brain is not None and turn.repair is not None
+            and turn.attempt >= state.retry.max_attempts):
+        name = state.fallback_brain
+    brain = choose_brain(turn.services.brain, name)
     context = turn.services.context
     built: dict[str, Any] | None = None
     if context is not None:  # fit the request to the token budget (hermes_fsm.engine.context)

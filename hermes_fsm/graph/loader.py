@@ -82,6 +82,8 @@ class _StateFile(_Strict):
     on_output: str | None = None
     recall: Any = None  # checked by _Resolver._recall, which words the errors
     brain: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    fallback_brain: str | None = Field(default=None, min_length=1,
+                                       pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("timeout_s", mode="before")
     @classmethod
@@ -318,7 +320,7 @@ class _Resolver:
             name=name, description=s.description, handler=handler, handler_path=s.handler,
             contract=contract, timeout_s=s.timeout_s, retry=s.retry, on_failure=s.on_failure,
             on_output=on_output, line=state_line, recall=self._recall(name, s.recall),
-            brain=s.brain,
+            brain=s.brain, fallback_brain=s.fallback_brain,
         )
 
     def _recall(self, name: str, recall: Any) -> frozenset[Recall]:

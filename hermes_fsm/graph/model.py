@@ -61,6 +61,7 @@ class StateSpec:
     line: int | None = None
     recall: frozenset[Recall] = DEFAULT_RECALL
     brain: str | None = None  # a configured brain's name (``rules``, ``small``); None: default
+    fallback_brain: str | None = None  # answers the last attempt after a refused one
 
     @property
     def working(self) -> bool:
