@@ -13,6 +13,7 @@ Their JSON Schemas are exported to ``contracts/states/`` (``hermes-fsm contracts
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal, Protocol
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -173,7 +174,7 @@ class Response(Contract):
         if not value.strip():
             raise ValueError("the answer is blank; write the sentence the user should read")
         said = _words(value)
-        echoed = [d for d in _schema_texts(cls) if _words(d) and _words(d) in said]
+        echoed = [d for d, words in _schema_texts(cls) if words in said]
         if echoed:
             raise ValueError(f"the answer restates the schema's description ({echoed[0]!r}) "
                              "instead of answering; answer the user's message")
@@ -197,11 +198,13 @@ def _words(text: str | None) -> str:
     return " ".join("".join(c if c.isalnum() else " " for c in (text or "").lower()).split())
 
 
-def _schema_texts(model: type[Contract]) -> list[str]:
-    """The descriptions a model sees in a contract's schema: the docstring, each field's."""
+@functools.cache
+def _schema_texts(model: type[Contract]) -> tuple[tuple[str, str], ...]:
+    """The descriptions a model sees in a contract's schema (the docstring, each field's),
+    each with its words."""
     texts = [model.__doc__ or ""]
     texts += [f.description for f in model.model_fields.values() if f.description]
-    return [t.strip() for t in texts if t and t.strip()]
+    return tuple((t.strip(), _words(t)) for t in texts if _words(t))
 
 
 class MemoryUpdate(Contract):
