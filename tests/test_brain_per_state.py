@@ -5,7 +5,9 @@ window."""
 from __future__ import annotations
 
 import io
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -45,7 +47,7 @@ def writer() -> ScriptedBrain:
                           "memory_commit": [{"memory_updates": []}]})
 
 
-def brains_by_state(events: list[object]) -> dict[str, set[str]]:
+def brains_by_state(events: Sequence[object]) -> dict[str, set[str]]:
     seen: dict[str, set[str]] = {}
     for e in events:
         if isinstance(e, BrainCall):
@@ -130,10 +132,11 @@ async def test_the_rules_brain_gets_every_tool_whatever_the_budget():
 
 
 async def test_a_budget_that_drops_tools_for_a_model_names_them_in_the_event_and_console():
-    script = {"intent": [{"intent_type": "inventory_query", "parameters": {"sku": "A1001"},
-                          "confidence": 0.9, "needs_tools": True}],
-              "plan": [{"tool_calls": []}], "response": [answer_from_facts],
-              "memory_commit": [{"memory_updates": []}]}
+    intent = {"intent_type": "inventory_query", "parameters": {"sku": "A1001"},
+              "confidence": 0.9, "needs_tools": True}
+    script: dict[str, list[Any]] = {
+        "intent": [intent], "plan": [{"tool_calls": []}], "response": [answer_from_facts],
+        "memory_commit": [{"memory_updates": []}]}
     orchestrator = Orchestrator(brain=ScriptedBrain(script), tools=build_demo_registry(),
                                 context=TIGHT)
     result = await orchestrator.run_turn(None, QUESTION, user_id="u")
