@@ -276,3 +276,27 @@ def test_the_east_alone_is_the_east_warehouse(text):
 
     answer = asyncio.run(go())
     assert "342" in answer and "East China" in answer and "across all" not in answer
+
+
+# --- the view of one turn ------------------------------------------------------------------------
+
+def test_view_of_one_turn_shows_only_that_turns_events(tmp_path, capsys):
+    rec = tmp_path / "rec"
+    for text in ("How many A1001 are left in the east warehouse?", "hello"):
+        assert cli(capsys, "run", "--session", "s-two", "--record", str(rec), text)[0] == 0
+    recording = rec / "s-two.jsonl"
+    whole = cli(capsys, "view", str(recording), "--out", str(tmp_path / "all.html"))[1]
+    code, one, err = cli(capsys, "view", str(recording), "--turn", "2",
+                         "--out", str(tmp_path / "two.html"))
+    assert code == 0, err
+    count = int(one.split("(")[1].split()[0])
+    assert 0 < count < int(whole.split("(")[1].split()[0])
+    page = (tmp_path / "two.html").read_text(encoding="utf-8")
+    assert "1 turn(s)" in page and "inventory_lookup" not in page
+
+
+def test_view_of_a_turn_that_is_not_there_lists_the_turns(tmp_path, capsys):
+    rec = tmp_path / "rec"
+    assert cli(capsys, "run", "--session", "s-one", "--record", str(rec), "hello")[0] == 0
+    code, _, err = cli(capsys, "view", str(rec / "s-one.jsonl"), "--turn", "3")
+    assert code == 1 and "1 turn(s)" in err and "from 1 to 1" in err

@@ -49,14 +49,21 @@ import httpx
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
+from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.conversation.times import zone_of
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
 
-__all__ = ["AnswerTextStream", "OpenAIBrain"]
+__all__ = ["CONTRACT_MAX_TOKENS", "AnswerTextStream", "OpenAIBrain"]
 
 Format = Literal["json_schema", "json_object_schema", "json_object", "none"]
 _FALLBACK: dict[Format, Format] = {"json_schema": "json_object_schema",
                                    "json_object_schema": "json_object", "json_object": "none"}
+
+
+CONTRACT_MAX_TOKENS: dict[str, int] = {
+    "intent": 256, "plan": 512, "result_report": 768, "response": 512, "memory_commit": 384}
+"""Token caps of the bundled contracts' answers when neither ``max_tokens`` nor
+``contract_max_tokens`` says otherwise (each output fits well within its cap)."""
 
 
 class OpenAIBrain:
@@ -70,8 +77,16 @@ class OpenAIBrain:
         timeout_s: per HTTP request.
         max_retries: transport retries per call (429, 5xx, connection errors, timeouts).
         structured_output: ``auto`` (JSON Schema, falling back to JSON mode, then to none,
-            as the server refuses them), or force ``json_schema`` / ``json_object``.
+            as the server refuses them), or force ``json_schema``, ``json_object_schema``
+            (JSON mode with the schema, which llama-cpp-python's server turns into a
+            grammar: no refused first request) or ``json_object``.
         temperature, max_tokens: passed through when set.
+        contract_max_tokens: a token cap per contract name (``{"intent": 128}``), over
+            :data:`CONTRACT_MAX_TOKENS` and over ``max_tokens``: a small model that
+            rambles is cut off instead of running out the state's timeout.
+        stream_every_state: stream every request, not only answer text, so a state
+            timeout closes the stream and a server that stops on disconnect
+            (llama-cpp-python's) stops generating instead of delaying the retry.
         backoff_s, max_backoff_s: first retry delay (doubled each time, jittered) and cap;
             a ``Retry-After`` header wins (capped at ``max_backoff_s``).
         client: an ``httpx.AsyncClient`` to use (default: one of its own).
@@ -80,8 +95,11 @@ class OpenAIBrain:
 
     def __init__(self, base_url: str, model: str, *, api_key: str | None = None,
                  timeout_s: float = 60.0, max_retries: int = 3,
-                 structured_output: Literal["auto", "json_schema", "json_object"] = "auto",
+                 structured_output: Literal["auto", "json_schema", "json_object_schema",
+                                            "json_object"] = "auto",
                  temperature: float | None = None, max_tokens: int | None = None,
+                 contract_max_tokens: Mapping[str, int] | None = None,
+                 stream_every_state: bool = False,
                  backoff_s: float = 0.5, max_backoff_s: float = 20.0,
                  client: httpx.AsyncClient | None = None, sleep: Any = None,
                  timezone: str | tzinfo | None = None) -> None:
@@ -96,6 +114,9 @@ class OpenAIBrain:
         self.fallback = structured_output == "auto"
         self.temperature = temperature
         self.max_tokens = max_tokens
+        self.contract_max_tokens = dict(contract_max_tokens or {})
+        self.stream_every_state = stream_every_state
+        self.format_refusals = 0  # requests the server refused for their format (a probe)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
@@ -127,7 +148,8 @@ class OpenAIBrain:
         return cls(config.base_url, config.model, api_key=key, timeout_s=config.timeout_s,
                    max_retries=config.max_retries, structured_output=config.structured_output,
                    temperature=config.temperature, max_tokens=config.max_tokens,
-                   timezone=timezone)
+                   contract_max_tokens=config.contract_max_tokens,
+                   stream_every_state=config.stream_every_state, timezone=timezone)
 
     # --- the Brain protocol ---------------------------------------------------------------
 
@@ -138,7 +160,8 @@ class OpenAIBrain:
             RetryableError: the server stayed unreachable or overloaded through the retries.
             BrainError: the server refused the request (bad model name, key, payload).
         """
-        stream = request.on_token is not None and answer_field(request.schema)
+        stream = self.stream_every_state or (
+            request.on_token is not None and answer_field(request.schema))
         while True:
             body = self._body(request, stream)
             try:
@@ -147,8 +170,9 @@ class OpenAIBrain:
                 else:
                     content, usage = await self._post(body)
                     chunks = 0
-            except _FormatRefused:
-                self.format = _FALLBACK[self.format]
+            except _FormatRefused:  # found once per brain; configure structured_output
+                self.format = _FALLBACK[self.format]  # to skip the probe
+                self.format_refusals += 1
                 continue
             except _StreamOptionsRefused:
                 self.stream_options = False
@@ -206,17 +230,22 @@ class OpenAIBrain:
         if request.now is not None:  # the turn's time, in the configured zone's offset
             request = replace(request, now=request.now.astimezone(self.zone))
         body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request)}
+        # a plan's calls narrowed to the offered tools: constrained decoding names no other
+        schema = offered_tools_schema(request.schema, request.tools)
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.contract_name, "schema": dict(request.schema)}}
+                "name": request.contract_name, "schema": schema}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
-            body["response_format"] = {"type": "json_object", "schema": dict(request.schema)}
+            body["response_format"] = {"type": "json_object", "schema": schema}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:
             body["temperature"] = self.temperature
-        if self.max_tokens is not None:
-            body["max_tokens"] = self.max_tokens
+        cap = self.contract_max_tokens.get(request.contract_name, self.max_tokens)
+        if cap is None:
+            cap = CONTRACT_MAX_TOKENS.get(request.contract_name)
+        if cap is not None:
+            body["max_tokens"] = cap
         if stream:
             body["stream"] = True
             if self.stream_options:  # usage in the last chunk (OpenAI, vLLM, llama-server)
@@ -244,7 +273,7 @@ class OpenAIBrain:
                            request: BrainRequest) -> tuple[str, dict[str, int], int]:
         """The streamed answer, the usage the server reported (``{}`` if none) and the
         number of content chunks."""
-        assert request.on_token is not None
+        on_token = request.on_token if answer_field(request.schema) else None
         for attempt in range(self.max_retries + 1):
             answer = AnswerTextStream()
             pieces: list[str] = []
@@ -270,9 +299,9 @@ class OpenAIBrain:
                             delta = (choice.get("delta") or {}).get("content") or ""
                             if delta:
                                 pieces.append(delta)
-                                text = answer.feed(delta)
-                                if text:
-                                    request.on_token(text)
+                                text = answer.feed(delta) if on_token else ""
+                                if text and on_token is not None:
+                                    on_token(text)
             except httpx.TransportError as exc:
                 if pieces:  # half an answer already streamed: let the engine retry the state
                     raise RetryableError(f"{redact_url(self.endpoint)}: the stream broke off: "
@@ -390,7 +419,11 @@ class AnswerTextStream:
             self._start = len(self._raw) - len(value) + 1
         segment, closed = _string_prefix(self._raw[self._start:])
         self._closed = closed
-        text = json.loads(f'"{segment}"')
+        try:  # a raw newline or tab a small model wrote: shown; the contract judges the JSON
+            text = json.loads(f'"{segment}"', strict=False)
+        except json.JSONDecodeError:  # a bad escape (\x): stop streaming, the answer is
+            self._closed = True       # validated whole and retried as a violation
+            return ""
         new = text[self._sent:]
         self._sent = len(text)
         return str(new)

@@ -53,6 +53,9 @@ def system_prompt(request: BrainRequest) -> str:
         f"Reply with exactly one JSON object that satisfies this JSON Schema "
         f"(contract '{request.contract_name}'), and nothing else:\n{schema}"
     )
+    hint = CONTRACT_HINTS.get(request.contract_name)
+    if hint:
+        text += f"\n{hint}"
     if len(_SYSTEM) >= 256:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
@@ -79,6 +82,20 @@ def clock_block(now: datetime | None) -> str:
 
 
 _SYSTEM: dict[tuple[str, str, int], tuple[Any, str]] = {}
+
+CONTRACT_HINTS: dict[str, str] = {
+    "intent": "confidence is a number from 0 to 1 (e.g. 0.8), never above 1.",
+    "plan": "Call only the tools listed below, with the arguments their schemas name; "
+            "plan no call when none is needed.",
+    "response": "Write in `text` the answer itself, as the user should read it: one or two "
+                "sentences in the user's language, with the numbers and names from the "
+                "results of earlier steps. Do not describe the question, the schema or "
+                "yourself. Put the ids of the facts you used in `evidence`.",
+    "memory_commit": "Usually there is nothing to remember: reply {\"memory_updates\": []}. "
+                     "confidence is a number from 0 to 1.",
+}
+"""What small models get wrong per bundled contract, said once in the system prompt (the
+contract still checks it)."""
 
 
 def memory_block(memory: str) -> str:

@@ -38,6 +38,7 @@ from hermes_fsm.brain.rulebook import (
 )
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
+from hermes_fsm.brain.typed_arguments import typed_arguments
 from hermes_fsm.conversation.slots import slot_problems
 from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
@@ -68,6 +69,7 @@ class RulesBrain:
     """
 
     name = "rules"
+    context_window = None  # reads no prompt: offered every tool, with no token budget
 
     def __init__(self, rules: RuleBook | None = None, *, timezone: str | tzinfo | None = None,
                  clock: Clock | None = None) -> None:
@@ -178,6 +180,7 @@ class RulesBrain:
                             for arg, (slot, optional) in planned.refs.items()
                             if not optional and slot not in params]
                 continue
+            args = typed_arguments(args, tool.input_schema)  # slots are text; a tool may want 3
             required = tool.input_schema.get("required", ())
             problems = [p for p in slot_problems(tool.input_schema, args) if p.slot in required]
             if problems:  # a required value that fails the tool contract's format: ask
@@ -233,7 +236,8 @@ class RulesBrain:
             said = rules.say(answers.tools.get(tool, ()), lang, output) \
                 if isinstance(output, dict) else None
             parts.append(said or rules.say(answers.generic, lang, {
-                "tool": tool, "output": json.dumps(output, ensure_ascii=False, default=str)}))
+                "tool": tool, "output": output if isinstance(output, str)  # text as it is
+                else json.dumps(output, ensure_ascii=False, default=str)}))
             evidence.append(fact.id)
         results = _get(outputs.get("execution_results"), "results") or ()
         failures = [{"tool": r.tool_name, "error_code": r.error_code,

@@ -62,7 +62,9 @@ def format_event(event: Event) -> str | None:
             if e.summary is not None else []
         if e.summary_error:
             notes.append(f"brain summary failed: {e.summary_error}")
-        notes += [f"dropped {n} {part}" for part, n in sorted(e.dropped.items())]
+        notes += [f"dropped {n} {part}" + (f" ({', '.join(e.dropped_tools)})"
+                                           if part == "tools" and e.dropped_tools else "")
+                  for part, n in sorted(e.dropped.items())]
         notes += [f"cut {part}" for part in e.truncated]
         if e.overflow:
             notes.append(f"{e.overflow} token(s) over budget")

@@ -48,6 +48,7 @@ from hermes_fsm.cli.view import (
 )
 from hermes_fsm.cli.worker import add_worker_parsers, run_worker, run_workers
 from hermes_fsm.config.build import build_orchestrator
+from hermes_fsm.config.local_tools import configured_registry
 from hermes_fsm.config.settings import HermesConfig, load_config
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.contracts.check import (
@@ -58,7 +59,6 @@ from hermes_fsm.contracts.check import (
     export_tool_contracts,
 )
 from hermes_fsm.contracts.tools import default_tool_contract_dir
-from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
 from hermes_fsm.events.sinks import EventSink
@@ -302,7 +302,7 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
     graph = load_graph(config.graph or default_graph_path())
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
-    registry = build_demo_registry()
+    registry = configured_registry(config.tools.local, config.tools.demo, config.source)
     bus_dir = default_contract_dir().parent / "bus" if args.dir is None else args.dir.parent / "bus"
     if args.action == "export":
         written = export_contracts(graph.contracts, directory, force=args.force)

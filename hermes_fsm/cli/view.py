@@ -16,13 +16,18 @@ from typing import Any, Protocol, TextIO
 from hermes_fsm.cli.recorded import graph_for, graph_note
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
-from hermes_fsm.events.recording import RecordingSink, RecordingSource, load_recording
+from hermes_fsm.events.recording import (
+    Recording,
+    RecordingSink,
+    RecordingSource,
+    load_recording,
+)
 from hermes_fsm.events.sinks import SinkHost
 from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
 from hermes_fsm.viz.view import render_view
 
 __all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
-           "render_graph", "run_view"]
+           "one_turn", "render_graph", "run_view"]
 
 def add_view_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``view`` command to the CLI's subparsers."""
@@ -32,7 +37,33 @@ def add_view_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     view.add_argument("--out", metavar="FILE", type=Path,
                       help="the HTML page to write (default: the recording's name, .html)")
     view.add_argument("--graph", metavar="PATH",
-                      help="graph file (default: from config, else the bundled one)")
+                      help="graph file (default: the recorded one when it is unchanged, "
+                           "else from config, else the bundled one)")
+    view.add_argument("--turn", metavar="N",
+                      help="only this turn: its number (1 = the first) or its turn id")
+
+
+def one_turn(recording: Recording, which: str) -> Recording:
+    """The recording with the events of one turn only: ``which`` is its number (1-based)
+    or its turn id.
+
+    Raises:
+        UsageError: no such turn (the message lists how many there are, and their ids).
+    """
+    turns = recording.turns()
+    ids = [events[0].turn_id for events in turns if events]
+    chosen = None
+    if which.isdigit() and 1 <= int(which) <= len(turns):
+        chosen = turns[int(which) - 1]
+    elif which in ids:
+        chosen = turns[ids.index(which)]
+    if chosen is None:
+        raise UsageError(f"--turn {which}: the recording has {len(turns)} turn(s) "
+                         f"({', '.join(ids) or 'none'}); pass a number from 1 to "
+                         f"{len(turns)} or one of those ids")
+    turn_id = chosen[0].turn_id
+    raw = [r for r in recording.raw if r.get("turn_id") == turn_id]
+    return Recording(recording.header, raw, recording.source, list(chosen))
 
 
 def add_record_option(p: argparse.ArgumentParser) -> None:
@@ -62,6 +93,8 @@ def attach_recording(orchestrator: Recordable, directory: Path | None) -> Record
 def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
     recording = load_recording(args.recording)
+    if getattr(args, "turn", None):
+        recording = one_turn(recording, args.turn)
     graph = graph_for(recording.header.graph, config.graph, args.recording)
     page = render_view(recording, graph)
     target: Path = args.out or args.recording.with_suffix(".html")

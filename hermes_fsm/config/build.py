@@ -33,35 +33,62 @@ from __future__ import annotations
 
 from typing import Any
 
+from hermes_fsm.brain.brain_set import BrainSet
 from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config.budgets import apply_budgets, apply_state_brains
 from hermes_fsm.config.bus import attach_bus, load_tool_registry
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
-from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.settings import BrainConfig, HermesConfig
 from hermes_fsm.config.store import build_lease, build_store
 from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.errors import ConfigError
 from hermes_fsm.events.sinks import StructlogSink
+from hermes_fsm.graph.loader import default_graph_path, load_graph
 
 __all__ = ["build_brain", "build_orchestrator"]
 
 
 def build_brain(config: HermesConfig) -> Brain:
     """The brain of the configuration: OpenAI-compatible (``brain.kind: openai``), else the
-    rules brain (with ``brain.rules_file``'s rules, else the bundled ones).
+    rules brain (with ``brain.rules_file``'s rules, else the bundled ones); with ``brains:``
+    a :class:`~hermes_fsm.brain.brain_set.BrainSet` of the default and the named ones.
 
     Raises:
         ConfigError: the rules file is malformed, or the OpenAI brain is misconfigured.
     """
-    if config.brain.kind == "openai":
-        return OpenAIBrain.from_config(config.brain, timezone=config.timezone)
-    if config.brain.rules_file is not None:
-        return RulesBrain.from_file(config.brain.rules_file, timezone=config.timezone)
-    return RulesBrain(timezone=config.timezone)
+    default = _one_brain(config.brain, config.timezone)
+    if not config.brains:
+        return default
+    return BrainSet(default, {name: _one_brain(b, config.timezone)
+                              for name, b in config.brains.items()})
+
+
+def _one_brain(config: BrainConfig, timezone: str | None) -> Brain:
+    if config.kind == "openai":
+        return OpenAIBrain.from_config(config, timezone=timezone)
+    if config.rules_file is not None:
+        return RulesBrain.from_file(config.rules_file, timezone=timezone)
+    return RulesBrain(timezone=timezone)
+
+
+def _check_state_brains(orchestrator: Orchestrator, config: HermesConfig) -> None:
+    """Every ``brain:`` of the graph's states names a configured brain (or ``rules``)."""
+    known = {"rules", *config.brains}
+    for spec in orchestrator.graph.states.values():
+        for wanted in (spec.brain, spec.fallback_brain):
+            if wanted is not None and wanted not in known:
+                where = f"{orchestrator.graph.path}:{spec.line}" if spec.line else \
+                    orchestrator.graph.path
+                raise ConfigError(f"{where}: state {spec.name} asks for brain {wanted!r}, "
+                                  f"which the configuration ({config.source}) does not "
+                                  f"define (brains: {', '.join(sorted(known))}); add it "
+                                  "under `brains:`")
 
 
 def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> Orchestrator:
@@ -78,8 +105,13 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
     configure_telemetry(config)  # telemetry.exporter none (default): nothing
+    graph: Any = config.graph
+    if (config.budgets.is_set() or config.state_brains or config.fallback_brains
+            ) and "graph" not in overrides:
+        graph = apply_budgets(load_graph(config.graph or default_graph_path()), config.budgets)
+        graph = apply_state_brains(graph, config.state_brains, config.fallback_brains)
     kwargs: dict[str, Any] = {
-        "graph": config.graph,
+        "graph": graph,
         "busy_policy": config.busy_policy,
         "history_window": config.history_window,
         "context": config.context,
@@ -104,4 +136,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
             kwargs["lease"] = build_lease(config)
     kwargs.update(overrides)
-    return Orchestrator(**kwargs)
+    orchestrator = Orchestrator(**kwargs)
+    if "brain" not in overrides:
+        _check_state_brains(orchestrator, config)
+    return orchestrator

@@ -30,6 +30,9 @@
     telemetry: {exporter: otlp, endpoint: "http://127.0.0.1:4318/v1/traces"}  # or console
     conversation: {enabled: true, pending_ttl_s: 1800, decay_per_hour: 0.02,
                    confirm_below: 0.6, max_slot_failures: 2}  # see ConversationConfig
+    budgets: {budget_s: 240, timeout_s: 90, states: {RESPONSE: 150}}  # over the graph's
+    brains: {rules: {kind: rules}, big: {kind: openai, base_url: …, model: …}}
+                                  # named brains; a graph state says `brain: big`
 
 Relative paths are read relative to the config file. The file is found by ``--config``
 or ``HERMES_CONFIG``; ``HERMES_GRAPH`` overrides ``graph``.
@@ -40,12 +43,13 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from hermes_fsm._internal.yaml_lines import LineDict, YamlProblem, line_at, load_yaml_file
+from hermes_fsm.config.budgets import BudgetsConfig
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.engine.budget import ContextConfig
 from hermes_fsm.errors import ConfigError
@@ -76,9 +80,12 @@ class BrainConfig(_Strict):
     api_key_env: str | None = None
     timeout_s: float = Field(default=60.0, gt=0)
     max_retries: int = Field(default=3, ge=0, le=10)
-    structured_output: Literal["auto", "json_schema", "json_object"] = "auto"
+    structured_output: Literal["auto", "json_schema", "json_object_schema",
+                               "json_object"] = "auto"
     temperature: float | None = Field(default=None, ge=0, le=2)
     max_tokens: int | None = Field(default=None, ge=1)
+    contract_max_tokens: dict[str, Annotated[int, Field(ge=1)]] = {}
+    stream_every_state: bool = False
 
     @model_validator(mode="after")
     def _openai_fields(self) -> BrainConfig:
@@ -141,6 +148,8 @@ class ToolsConfig(_Strict):
     """Tool contracts and the executor's settings."""
 
     contracts_dir: Path | None = None  # pinned tool contracts (default: contracts/tools)
+    local: list[str] = []  # your tools: module:attribute (see hermes_fsm.config.local_tools)
+    demo: bool | None = None  # the demo tools too (default: only without local tools)
     max_result_chars: int = Field(default=4000, ge=100)
     breaker: BreakerConfig = BreakerConfig()
 
@@ -250,6 +259,10 @@ class HermesConfig(_Strict):
     bus: BusConfig = BusConfig()
     telemetry: TelemetryConfig = TelemetryConfig()
     conversation: ConversationConfig = ConversationConfig()
+    budgets: BudgetsConfig = BudgetsConfig()
+    brains: dict[str, BrainConfig] = {}  # named brains a graph state picks with `brain: NAME`
+    state_brains: dict[str, str] = {}  # state → brain name, over the graph file's `brain:`
+    fallback_brains: dict[str, str] = {}  # state → the brain of its last attempt after a refusal
     source: str = Field(default="embedded defaults", exclude=True)
 
     @model_validator(mode="after")
@@ -365,6 +378,11 @@ def _from_file(path: Path) -> HermesConfig:
     if config.brain.rules_file is not None and not config.brain.rules_file.is_absolute():
         updates["brain"] = config.brain.model_copy(
             update={"rules_file": base / config.brain.rules_file})
+    named = {name: b.model_copy(update={"rules_file": base / b.rules_file})
+             for name, b in config.brains.items()
+             if b.rules_file is not None and not b.rules_file.is_absolute()}
+    if named:
+        updates["brains"] = {**config.brains, **named}
     if config.tools.contracts_dir is not None and not config.tools.contracts_dir.is_absolute():
         updates["tools"] = config.tools.model_copy(
             update={"contracts_dir": base / config.tools.contracts_dir})

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from hermes_fsm.config.local_tools import configured_registry
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
 from hermes_fsm.demo.tools import build_demo_registry
@@ -48,10 +49,13 @@ class Toolbox:
         Raises:
             ContractError: a pinned tool contract is malformed.
         """
-        if registry is None:  # "today" and the due times in the configured timezone
-            registry = build_demo_registry(
-                clock=clock, timezone=config.timezone,
-                data_dir=config.memory.data_dir or default_data_dir())
+        if registry is None:  # the configured tools (the demo ones without any); the demo's
+            # "today" and due times in the configured timezone
+            registry = configured_registry(
+                config.tools.local, config.tools.demo, config.source,
+                demo_factory=lambda: build_demo_registry(
+                    clock=clock, timezone=config.timezone,
+                    data_dir=config.memory.data_dir or default_data_dir()))
         perms = config.permissions
         registry.permissions = Permissions(
             {uid: Caller(uid, tuple(u.roles), tuple(u.grants)) for uid, u in perms.users.items()},

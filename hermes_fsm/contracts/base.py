@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hermes_fsm.errors import ContractError
 
-__all__ = ["Contract", "ContractRegistry", "split_ref"]
+__all__ = ["JSON_TYPES", "Contract", "ContractRegistry", "explicit_any", "split_ref"]
 
 
 class Contract(BaseModel):
@@ -59,8 +59,48 @@ class Contract(BaseModel):
 
     @classmethod
     def json_schema(cls) -> dict[str, Any]:
-        """The JSON Schema handed to a model for structured output, and exported for review."""
-        return cls.model_json_schema()
+        """The JSON Schema handed to a model for structured output, and exported for review.
+
+        A field typed ``Any`` (a tool's output, a remembered value) is written as an
+        explicit "any JSON value" (``type`` listing the seven JSON types), not as an empty
+        schema: the same values validate, and a grammar compiler (llama.cpp's
+        ``json_schema_to_grammar``) can turn it into a grammar instead of refusing it.
+        """
+        return explicit_any(cls.model_json_schema())
+
+
+JSON_TYPES = ["string", "number", "integer", "boolean", "object", "array", "null"]
+_SHAPING = ("type", "$ref", "anyOf", "oneOf", "allOf", "enum", "const", "properties",
+            "items", "not")
+
+
+def explicit_any(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` with every untyped subschema (``{}``, ``{"title": ...}``) given the
+    explicit type list of any JSON value (see :meth:`Contract.json_schema`).
+
+    >>> explicit_any({"type": "object", "properties": {"v": {"title": "V"}}})["properties"]["v"]
+    {'title': 'V', 'type': ['string', 'number', 'integer', 'boolean', 'object', 'array', 'null']}
+    """
+
+    def subschema(node: Any) -> Any:
+        if not isinstance(node, dict):
+            return node
+        node = {key: walk(key, value) for key, value in node.items()}
+        if not any(key in node for key in _SHAPING):
+            node["type"] = list(JSON_TYPES)
+        return node
+
+    def walk(key: str, value: Any) -> Any:
+        if key in ("properties", "$defs", "definitions", "patternProperties") and isinstance(
+                value, dict):
+            return {name: subschema(sub) for name, sub in value.items()}
+        if key in ("items", "additionalProperties", "not", "contains"):
+            return subschema(value) if isinstance(value, dict) else value
+        if key in ("anyOf", "oneOf", "allOf", "prefixItems") and isinstance(value, list):
+            return [subschema(sub) for sub in value]
+        return value
+
+    return {key: walk(key, value) for key, value in schema.items()}
 
 
 def split_ref(ref: str) -> tuple[str, str | None]:

@@ -92,7 +92,12 @@ def _types(schema: Any) -> frozenset[str] | None:
     if value is None:
         return None
     types = frozenset([value] if isinstance(value, str) else value)
+    if types >= _EVERY_TYPE:  # every JSON type listed: as unrestricted as no type at all
+        return None
     return types | {"integer"} if "number" in types else types
+
+
+_EVERY_TYPE = frozenset(["string", "number", "boolean", "object", "array", "null"])
 
 
 def _limit(schema: Mapping[str, Any], word: str, exclusive: str | None,

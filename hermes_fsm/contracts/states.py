@@ -13,6 +13,7 @@ Their JSON Schemas are exported to ``contracts/states/`` (``hermes-fsm contracts
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any, Literal, Protocol
 
@@ -275,6 +276,19 @@ class Response(Contract):
     text: str = Field(min_length=1)
     evidence: list[str] = Field(description="Ids of the facts the answer relies on.")
 
+    @field_validator("text")
+    @classmethod
+    def _readable(cls, value: str) -> str:
+        """Not blank, and not the schema's own words (a small model echoes them)."""
+        if not value.strip():
+            raise ValueError("the answer is blank; write the sentence the user should read")
+        said = _words(value)
+        echoed = [d for d, words in _schema_texts(cls) if words in said]
+        if echoed:
+            raise ValueError(f"the answer restates the schema's description ({echoed[0]!r}) "
+                             "instead of answering; answer the user's message")
+        return value
+
     @field_validator("evidence")
     @classmethod
     def _evidence_exists(cls, value: list[str], info: ValidationInfo) -> list[str]:
@@ -286,6 +300,20 @@ class Response(Contract):
             known = ", ".join(sorted(fact_ids)) or "none"
             raise ValueError(f"evidence {unknown} names no fact of this turn (facts: {known})")
         return value
+
+
+def _words(text: str | None) -> str:
+    """Lowercase words only: what a restatement keeps of its source."""
+    return " ".join("".join(c if c.isalnum() else " " for c in (text or "").lower()).split())
+
+
+@functools.cache
+def _schema_texts(model: type[Contract]) -> tuple[tuple[str, str], ...]:
+    """The descriptions a model sees in a contract's schema (the docstring, each field's),
+    each with its words."""
+    texts = [model.__doc__ or ""]
+    texts += [f.description for f in model.model_fields.values() if f.description]
+    return tuple((t.strip(), _words(t)) for t in texts if _words(t))
 
 
 class MemoryUpdate(Contract):

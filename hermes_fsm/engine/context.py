@@ -164,7 +164,7 @@ class ContextBuilder:
 
     # --- one request ----------------------------------------------------------------------
 
-    async def build(self, turn: TurnContext, request: BrainRequest
+    async def build(self, turn: TurnContext, request: BrainRequest, *, trim_tools: bool = True
                     ) -> tuple[BrainRequest, dict[str, Any]]:
         """The request with its context fitted to the budget, and the ``context_built``
         event's fields.
@@ -176,6 +176,9 @@ class ContextBuilder:
 
         Raises:
             ContextOverflow: the message is over its cap and ``on_input_overflow`` is error.
+
+        ``trim_tools=False`` (a brain without a window, such as the rules brain) offers
+        every tool, whatever the budget.
         """
         history = turn.history
         last = self._last_history
@@ -197,11 +200,11 @@ class ContextBuilder:
         else:
             self._settled = (history, summary, ratio)
         self._last_history = (history, costs, turn)
-        return self.compose(request, history, summary, fold, costs)
+        return self.compose(request, history, summary, fold, costs, trim_tools=trim_tools)
 
     def compose(self, request: BrainRequest, history: Sequence[Mapping[str, str]],
-                summary: str, fold: ContextFold | None = None, costs: Sequence[int] | None = None
-                ) -> tuple[BrainRequest, dict[str, Any]]:
+                summary: str, fold: ContextFold | None = None, costs: Sequence[int] | None = None,
+                *, trim_tools: bool = True) -> tuple[BrainRequest, dict[str, Any]]:
         """Fit ``request`` with ``history`` and ``summary`` to the budget (no folding).
 
         ``costs`` are the tokens of each history message's line, if known. Parts are
@@ -234,6 +237,10 @@ class ContextBuilder:
                 "tools": min(tools_tokens, caps["tools"]),
                 "history": min(need["history"], caps["history"])}
         grant = _share(want, b.available - system - steps - input_tokens)
+        if plans and tools_tokens > grant["tools"] and "tools" not in self.config.caps:
+            # the window's unused share goes to the tools (an explicit cap still wins)
+            spare = b.available - system - steps - input_tokens - sum(grant.values())
+            grant["tools"] = min(tools_tokens, grant["tools"] + max(0, spare))
         dropped: dict[str, int] = {}
         memory, lines = request.memory, 0
         if memory_tokens > grant["memory"]:
@@ -243,7 +250,7 @@ class ContextBuilder:
             dropped["memory"] = lines
         tools: Sequence[ToolDescription] = request.tools
         gone: list[str] = []
-        if plans and tools_tokens > grant["tools"]:
+        if plans and trim_tools and tools_tokens > grant["tools"]:
             tools, gone = self._trim_tools(tools, _topic(request, text), grant["tools"])
             tools_tokens = self._tools_cost(tools)
         if gone:
@@ -273,7 +280,8 @@ class ContextBuilder:
             "window": b.window, "reserved_output": b.reserved_output, "budget": b.available,
             "used": used, "parts": parts, "caps": {**grant, "input": b.caps["input"]},
             "dropped": dropped, "dropped_tools": gone, "truncated": truncated,
-            "overflow": max(0, used - b.available)}
+            # tools a windowless brain gets whole (trim_tools=False) are no overflow
+            "overflow": max(0, used - (0 if trim_tools else tools_tokens) - b.available)}
         if fold is not None:
             fields.update(folded=fold.folded, summary=fold.summary.text,
                           summarizer=fold.summary.summarizer, summary_error=fold.summary.error)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from hermes_fsm.brain.brain_set import choose_brain
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.states import ExecutionResults, Plan
@@ -50,14 +51,19 @@ async def ask_brain(turn: TurnContext) -> Any:
         now=turn.events.data[0]["at"] if len(turn.events) else None,  # the turn's start
         conversation=turn.session.conversation,
     )
+    name = state.brain  # the graph's `brain:` of the state; its fallback for the last attempt
+    if (state.fallback_brain is not None and turn.repair is not None
+            and turn.attempt >= state.retry.max_attempts):
+        name = state.fallback_brain
+    brain = choose_brain(turn.services.brain, name)
     context = turn.services.context
     built: dict[str, Any] | None = None
     if context is not None:  # fit the request to the token budget (hermes_fsm.engine.context)
-        request, built = await context.build(turn, request)
+        # a brain that reads no prompt (the rules brain) has no window: it gets every tool
+        request, built = await context.build(turn, request, trim_tools=reads_prompts(brain))
         turn.emit(ContextBuilt, **built)
         if built.get("summary") is not None:  # it folded history into the rolling summary
             apply_fold(turn, built)  # as a session rebuilt from its events replays it
-    brain = turn.services.brain
     started = time.perf_counter()
     reply = await brain.decide(request)
     usage: dict[str, int] = {}
@@ -70,6 +76,12 @@ async def ask_brain(turn: TurnContext) -> Any:
     if built is not None and usage:
         context.observe(built["used"], usage, source)
     return reply
+
+
+def reads_prompts(brain: Any) -> bool:
+    """Whether ``brain`` reads a prompt within a token window: a model does; a brain whose
+    ``context_window`` is ``None`` (the rules brain) does not."""
+    return getattr(brain, "context_window", 0) is not None
 
 
 _SCHEMAS: dict[type[Contract], dict[str, Any]] = {}

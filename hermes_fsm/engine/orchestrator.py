@@ -40,6 +40,7 @@ from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
 from hermes_fsm.engine.durable import DurableSessions
+from hermes_fsm.engine.fallback import fallback_answer
 from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
 from hermes_fsm.engine.memory_handlers import cancel_commits_of
@@ -429,7 +430,8 @@ class Orchestrator:
                     status = "degraded"
                 elif turn.awaiting is not None:  # a clarification or an approval waits
                     status = turn.awaiting
-                result = self._finish(session, turn, status, turn.answer() or "", started)
+                answer = turn.answer() or fallback_answer(graph, turn.events)  # never blank
+                result = self._finish(session, turn, status, answer, started)
             if hooks.post_turn:
                 await call_hooks(hooks.post_turn, session=session, turn=turn, result=result)
             return result

@@ -82,6 +82,9 @@ class _StateFile(_Strict):
     on_failure: str | None = None
     on_output: str | None = None
     recall: Any = None  # checked by _Resolver._recall, which words the errors
+    brain: str | None = Field(default=None, min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    fallback_brain: str | None = Field(default=None, min_length=1,
+                                       pattern=r"^[A-Za-z0-9_.-]+$")
 
     @field_validator("timeout_s", mode="before")
     @classmethod
@@ -105,6 +108,9 @@ class _GraphFile(_Strict):
     initial: str
     budget_s: float = Field(default=60.0, gt=0.0, le=86400.0)
     partial_answer: str = "I could not finish this in time (stopped in {state})."
+    fallback_answer: str = Field(
+        default="Sorry, I could not answer that this time ({state}: {reason}). "
+                "Please try again.", min_length=1)
     contracts: dict[str, str] = {}
     states: dict[str, _StateFile | None]
     transitions: list[_TransitionFile]
@@ -252,6 +258,7 @@ class _Resolver:
         return Graph(
             name=spec.name, version=spec.version, initial=spec.initial, states=states,
             transitions=transitions, budget_s=spec.budget_s, partial_answer=spec.partial_answer,
+            fallback_answer=spec.fallback_answer,
             description=spec.description, path=self.path,
             content_hash=hashlib.sha256(text.encode("utf-8")).hexdigest()[:16],
             contracts=self.contracts,
@@ -314,6 +321,7 @@ class _Resolver:
             name=name, description=s.description, handler=handler, handler_path=s.handler,
             contract=contract, timeout_s=s.timeout_s, retry=s.retry, on_failure=s.on_failure,
             on_output=on_output, line=state_line, recall=self._recall(name, s.recall),
+            brain=s.brain, fallback_brain=s.fallback_brain,
         )
 
     def _recall(self, name: str, recall: Any) -> frozenset[Recall]:

@@ -60,6 +60,8 @@ class StateSpec:
     on_output: Callable[..., Any] | None = None
     line: int | None = None
     recall: frozenset[Recall] = DEFAULT_RECALL
+    brain: str | None = None  # a configured brain's name (``rules``, ``small``); None: default
+    fallback_brain: str | None = None  # answers the last attempt after a refused one
 
     @property
     def working(self) -> bool:
@@ -92,6 +94,8 @@ class Graph:
     transitions: tuple[TransitionSpec, ...]
     budget_s: float = 60.0
     partial_answer: str = "I could not finish this in time (stopped in {state})."
+    fallback_answer: str = ("Sorry, I could not answer that this time ({state}: {reason}). "
+                            "Please try again.")
     description: str = ""
     path: str = "<string>"
     content_hash: str = ""

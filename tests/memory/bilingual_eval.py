@@ -67,7 +67,7 @@ async def seed(memory: TieredMemory) -> int:
         rest.sort(key=lambda s: zlib.crc32(s[0].encode()) % 7)  # distractors among facts
         for key, memory_type, said in statements + rest:
             update = MemoryUpdate(key=key, update_type="create", value=said["value"],
-                                  memory_type=memory_type, evidence="user_message")
+                                  memory_type=memory_type, evidence_source="user_message")
             await memory.apply(user, f"turn-{n}", [update], START + timedelta(hours=n),
                                text=said["text"])
             n += 1

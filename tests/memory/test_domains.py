@@ -34,7 +34,7 @@ async def commit(memory: TieredMemory, user: str, turn: str, key: str, value: st
                  text: str, domain: str | None, at: datetime = NOW, kind: str = "create"
                  ) -> None:
     await memory.apply(user, turn, [MemoryUpdate(key=key, update_type=kind,  # type: ignore[arg-type]
-                                                 value=value, evidence="user_message")],
+                                                 value=value, evidence_source="user_message")],
                        at, text=text, domain=domain)
 
 

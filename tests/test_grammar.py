@@ -1,0 +1,119 @@
+"""Every state contract's schema compiles to a llama.cpp grammar (issue 18: an untyped field
+made llama-cpp-python fall back to free JSON without a word)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hermes_fsm.brain.protocol import ToolDescription
+from hermes_fsm.brain.tool_schema import offered_tools_schema
+from hermes_fsm.contracts.base import JSON_TYPES, explicit_any
+from hermes_fsm.contracts.schema_diff import diff_schemas
+from hermes_fsm.contracts.states import STATE_CONTRACTS, MemoryCommit, MemoryUpdate, Plan
+from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.graph.loader import default_graph_path, load_graph
+
+CONTRACTS = sorted({*STATE_CONTRACTS, *load_graph(default_graph_path()).contracts},
+                   key=lambda c: c.ref())
+
+
+def _grammar(schema: dict[str, object]) -> object:
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    return llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
+@pytest.mark.parametrize("contract", CONTRACTS, ids=[c.ref() for c in CONTRACTS])
+def test_every_contract_schema_compiles_to_a_llama_cpp_grammar(contract):
+    assert _grammar(contract.json_schema()) is not None
+
+
+def test_the_untyped_memory_value_is_any_json_value_in_the_schema():
+    value = MemoryCommit.json_schema()["$defs"]["MemoryUpdate"]["properties"]["value"]
+    assert value["type"] == JSON_TYPES
+
+
+@pytest.mark.parametrize("value", ["email", 3, 2.5, True, None, ["a", 1], {"k": [1, {"x": None}]}])
+def test_the_memory_value_still_takes_any_json_value(value):
+    update = MemoryUpdate.model_validate({"key": "k", "update_type": "create", "value": value,
+                                          "evidence": "user_message"})
+    assert update.value == value
+
+
+def test_an_explicit_any_is_no_change_to_the_schema_diff():
+    raw = MemoryUpdate.model_json_schema()
+    assert diff_schemas(raw, explicit_any(raw)) == []
+    assert diff_schemas(explicit_any(raw), raw) == []
+
+
+def test_explicit_any_leaves_typed_and_combined_subschemas_alone():
+    schema = {"type": "object", "properties": {
+        "a": {"type": "string"}, "b": {"anyOf": [{"type": "integer"}, {}]},
+        "c": {"$ref": "#/$defs/X"}, "d": {"items": {}}, "e": {"enum": [1, 2]}},
+        "$defs": {"X": {"title": "X"}}}
+    out = explicit_any(schema)
+    props = out["properties"]
+    assert props["a"] == {"type": "string"} and props["c"] == {"$ref": "#/$defs/X"}
+    assert props["b"]["anyOf"][1] == {"type": JSON_TYPES} and "type" not in props["b"]
+    assert props["d"]["items"] == {"type": JSON_TYPES} and props["e"] == {"enum": [1, 2]}
+    assert out["$defs"]["X"]["type"] == JSON_TYPES
+
+
+# --- the plan schema handed to a model names the offered tools -------------------------------
+
+def _offered() -> list[ToolDescription]:
+    return list(build_demo_registry().describe())
+
+
+def test_the_plan_schema_narrowed_to_the_offered_tools_compiles_to_a_grammar():
+    assert _grammar(offered_tools_schema(Plan.json_schema(), _offered())) is not None
+
+
+def test_the_narrowed_plan_schema_refuses_a_tool_not_offered_and_wrong_arguments():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = offered_tools_schema(Plan.json_schema(), _offered())
+    good = {"tool_calls": [{"tool_name": "inventory_lookup", "reasoning_trace": "stock",
+                            "arguments": {"sku": "A1001", "warehouse": "east"}}]}
+    jsonschema.validate(good, schema)
+    unknown = {"tool_calls": [{**good["tool_calls"][0], "tool_name": "inventory_lookups"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(unknown, schema)
+    typed = {"tool_calls": [{**good["tool_calls"][0], "arguments": {"sku": 1001}}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(typed, schema)
+
+
+def test_with_no_tool_offered_the_plan_must_be_empty():
+    jsonschema = pytest.importorskip("jsonschema")
+    schema = offered_tools_schema(Plan.json_schema(), [])
+    jsonschema.validate({"tool_calls": []}, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"tool_calls": [{"tool_name": "x", "arguments": {},
+                                             "reasoning_trace": "?"}]}, schema)
+
+
+def test_other_schemas_are_left_as_they_are():
+    schema = MemoryCommit.json_schema()
+    assert offered_tools_schema(schema, _offered()) == schema
+
+
+async def test_the_openai_brain_sends_the_narrowed_plan_schema():
+    from hermes_fsm.brain.openai import OpenAIBrain
+    from hermes_fsm.brain.protocol import BrainRequest
+    from tests.fake_chat_server import FakeChatServer
+    from tests.http_support import served
+    from tests.support import PLAN_LOOKUP
+
+    server = FakeChatServer()
+    server.script("plan", PLAN_LOOKUP)
+    async with served(server.app()) as url:
+        brain = OpenAIBrain(f"{url}/v1", "fake-model")
+        await brain.decide(BrainRequest(state="PLANNING", contract_name="plan",
+                                        schema=Plan.json_schema(), text="stock?", user_id="u",
+                                        tools=tuple(_offered())))
+        await brain.aclose()
+    sent = server.requests[-1]["response_format"]["json_schema"]["schema"]
+    names = [b["properties"]["tool_name"]["enum"][0] for b in sent["$defs"]["ToolCall"]["oneOf"]]
+    assert names == [t.name for t in _offered()]
