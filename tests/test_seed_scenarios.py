@@ -103,6 +103,26 @@ async def test_an_unclear_time_is_asked_for_never_guessed(tmp_path: Path, text: 
     assert not (tmp_path / "reminders" / "alice.json").exists()
 
 
+async def test_the_answer_to_when_exactly_resumes_the_reminder_with_an_exact_time(
+        tmp_path: Path) -> None:
+    turns = await dialogue(tmp_path, ["提醒我明天下午去银行", "明天下午三点"])
+    assert turns[0]["status"] == "awaiting_input" and turns[0]["calls"] == []
+    assert turns[1]["calls"] == [
+        ("create_reminder", {"text": "去银行", "due": "2026-12-02T15:00:00+08:00"})]
+
+
+async def test_answers_that_stay_unclear_are_asked_again_then_the_task_stops(
+        tmp_path: Path) -> None:
+    turns = await dialogue(tmp_path, ["remind me to stretch later", "soon", "whenever",
+                                      "no idea"])
+    assert [t["status"] for t in turns] == ["awaiting_input"] * 3 + ["completed"]
+    assert all(t["calls"] == [] for t in turns)  # never a guessed time
+    assert '"soon" is not a valid due' in turns[1]["answer"]
+    assert "second answer that does not fit" in turns[2]["answer"]
+    assert "stopped this request" in turns[3]["answer"]
+    assert not (tmp_path / "reminders" / "alice.json").exists()
+
+
 # --- seed 002: stock by store, corrections, the price now and a month ago ---------------
 
 

@@ -126,6 +126,23 @@ class RulesBrain:
         return {"intent_type": name, "parameters": params, "confidence": confidence,
                 "needs_tools": needs_tools}
 
+    def _answered_times(self, name: str, params: Mapping[str, Any], request: BrainRequest
+                        ) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """A time slot that holds the user's words (a task resumed with the answer to "when
+        exactly?", not classified again): the parameters with it made exact, and the slots
+        still unclear (slot → what was said, asked again as invalid: bounded); ``None`` when
+        every time slot is exact already."""
+        kinds = self._time_slots.get(name) or {}
+        raw = {s: k for s, k in kinds.items() if isinstance(params.get(s), str)
+               and f"{s}_text" not in params and not _is_exact(params[s], k)}
+        if not raw:
+            return None
+        made = {k: v for k, v in params.items() if k != "time_problem"}
+        exact_times(self.times, raw, made, request.now)
+        unclear = {s: str(made.pop(f"{s}_unclear")) for s in raw if f"{s}_unclear" in made}
+        made.pop("time_problem", None)
+        return made, unclear
+
     def _exact_times(self, name: str, params: dict[str, Any], request: BrainRequest) -> None:
         """The intent's time slots made exact, in place (see :mod:`.slot_times`)."""
         kinds = self._time_slots.get(name)
@@ -164,6 +181,9 @@ class RulesBrain:
         if intent is None:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
+        unclear = self._answered_times(_get(intent, "intent_type"), params, request)
+        if unclear is not None:  # a time given as the answer to a clarification
+            params, unclear = unclear
         calls: list[tuple[PlannedCall, dict[str, Any]]] = []
         missing: list[dict[str, Any]] = []
         waiting = False  # a call takes an output of this round's ("{@tool.field}"): later
@@ -176,7 +196,9 @@ class RulesBrain:
                 waiting = True
                 continue
             if args is None:  # a required slot is missing: ask for it (CLARIFY), never guess
-                missing += [{"tool": planned.tool, "slot": arg, "reason": "missing"}
+                missing += [{"tool": planned.tool, "slot": arg, "reason": "invalid",
+                             "value": unclear[slot]} if slot in (unclear or {}) else
+                            {"tool": planned.tool, "slot": arg, "reason": "missing"}
                             for arg, (slot, optional) in planned.refs.items()
                             if not optional and slot not in params]
                 continue
@@ -310,6 +332,14 @@ class RulesBrain:
 
 
 _FIELDS_IN: dict[int, tuple[Any, str]] = {}
+
+
+_ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:\d{2}))?$")
+
+
+def _is_exact(value: str, kind: str) -> bool:
+    """Whether a time slot's value is already exact (an ISO date, or date-time with offset)."""
+    return kind != "range" and _ISO.match(value) is not None
 
 
 def _has_field(schema: Mapping[str, Any], name: str) -> bool:
