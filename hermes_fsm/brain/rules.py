@@ -181,9 +181,10 @@ class RulesBrain:
         if intent is None:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
-        unclear = self._answered_times(_get(intent, "intent_type"), params, request)
-        if unclear is not None:  # a time given as the answer to a clarification
-            params, unclear = unclear
+        unclear: dict[str, str] = {}
+        answered = self._answered_times(_get(intent, "intent_type"), params, request)
+        if answered is not None:  # a time given as the answer to a clarification
+            params, unclear = answered
         calls: list[tuple[PlannedCall, dict[str, Any]]] = []
         missing: list[dict[str, Any]] = []
         waiting = False  # a call takes an output of this round's ("{@tool.field}"): later
@@ -197,7 +198,7 @@ class RulesBrain:
                 continue
             if args is None:  # a required slot is missing: ask for it (CLARIFY), never guess
                 missing += [{"tool": planned.tool, "slot": arg, "reason": "invalid",
-                             "value": unclear[slot]} if slot in (unclear or {}) else
+                             "value": unclear[slot]} if slot in unclear else
                             {"tool": planned.tool, "slot": arg, "reason": "missing"}
                             for arg, (slot, optional) in planned.refs.items()
                             if not optional and slot not in params]
