@@ -117,7 +117,7 @@ async def test_answers_that_stay_unclear_are_asked_again_then_the_task_stops(
                                       "no idea"])
     assert [t["status"] for t in turns] == ["awaiting_input"] * 3 + ["completed"]
     assert all(t["calls"] == [] for t in turns)  # never a guessed time
-    assert '"soon" is not a valid due' in turns[1]["answer"]
+    assert '"soon" is not a valid time' in turns[1]["answer"]
     assert "second answer that does not fit" in turns[2]["answer"]
     assert "stopped this request" in turns[3]["answer"]
     assert not (tmp_path / "reminders" / "alice.json").exists()

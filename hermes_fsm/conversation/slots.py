@@ -151,6 +151,8 @@ def expected_format(slot: Slot, lang: str) -> str:
     return ""
 
 
+_NAMES_EN = {"due": "time", "sku": "product (SKU)", "to": "recipient"}
+
 _NAMES_ZH = {"order_id": "订单号", "sku": "商品编号(SKU)", "warehouse": "仓库",
              "due": "时间", "to": "收件人", "store_id": "门店", "location": "地点"}
 
@@ -169,7 +171,7 @@ def question(slot: Slot, lang: str, problem: SlotProblem | None = None,
                 f"{bad},已经两次不符合格式了。{fmt or ''},请直接回复这个值;"
                 "或者回复“取消”放弃这个请求。")
         return text
-    name = slot.name.replace("_", " ")
+    name = _NAMES_EN.get(slot.name, slot.name.replace("_", " "))
     ask = slot.ask_en or f"What is the {name}?"
     text = ask if not fmt else f"{ask} ({fmt})"
     if problem is not None and problem.reason == "invalid":
