@@ -4,7 +4,8 @@ in the middle.
 
 Every turn asks for stock (``inventory_lookup``, served over the Redis bus by the
 workers); session ``i``'s turn ``k`` goes to server ``(i + k) % 2``, so every session is
-served by both. Once half the turns are answered, server 0 and worker 0 are SIGKILLed.
+served by both; all sessions are under way at once (at most ``concurrency`` turns in
+flight), so the kill finds every session mid-run. Once half the turns are answered, server 0 and worker 0 are SIGKILLed.
 The client then does what a load balancer's client would:
 
 - a request that failed with the dead server (connection refused or cut) is not lost:
@@ -188,17 +189,18 @@ class _Run:
                       ) -> None:
         session = f"so-{self.run}-{i}"
         pending = False
-        async with gate:
-            for k in range(self.turns):
+        for k in range(self.turns):  # every session under way at once, a turn at a time
+            async with gate:
                 answer = await self.post(client, session, self.text(session, k), (i + k) % 2)
-                pending = answer is None
-                if answer is not None:
-                    server, result = answer
-                    self.note(session, server, result, self.text(session, k))
-            if pending:  # the last turn was stored but cut: one more turn finishes it
-                self.report.nudges += 1
+            pending = answer is None
+            if answer is not None:
+                server, result = answer
+                self.note(session, server, result, self.text(session, k))
+        if pending:  # the last turn was stored but cut: one more turn finishes it
+            self.report.nudges += 1
+            async with gate:
                 answer = await self.post(client, session, f"hello ({session} nudge)", 1)
-                assert answer is not None, f"{session}: the nudge turn was cut too"
+            assert answer is not None, f"{session}: the nudge turn was cut too"
 
     def note(self, session: str, server: str, result: dict[str, Any], text: str) -> None:
         if result.get("status") != "completed" or "342" not in str(result.get("answer")):

@@ -18,4 +18,4 @@ async def test_every_answered_turn_is_stored_once_across_a_server_and_a_worker_k
     assert report.killed_at_turn == 50
     assert report.answered + report.stored_unanswered == 100
     assert report.answered_by["s0"] and report.answered_by["s1"]  # both served turns
-    assert report.resumed_sessions > 0  # sessions went on on the survivor
+    assert report.resumed_sessions >= 10  # sessions went on on the survivor
