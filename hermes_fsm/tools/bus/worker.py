@@ -99,7 +99,8 @@ class Worker:
         tools: the tools served, by name.
         runner: where calls run.
         fence: the effects journal; ``None`` runs every delivery (in-process use).
-        concurrency: calls at once.
+        concurrency: calls at once (a call's slot is free once its tool ran: its answer
+            and XACK overlap the next take).
         heartbeat_s: how often the worker says it is alive.
         worker_id: its name (default: host, pid and a random part).
         on_event: how refused messages and dead letters are reported.
@@ -122,7 +123,9 @@ class Worker:
         self.on_event = on_event
         self.info = WorkerInfo(self.worker_id, group, sorted(self.tools), os.getpid(),
                                socket.gethostname(), concurrency, started_at=time.time())
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._in_flight: dict[str, asyncio.Task[None]] = {}  # taken, not yet acked
+        self._running: set[str] = set()  # those holding one of `concurrency` slots
+        self._slot_freed = asyncio.Event()
         self.served = 0
         self.replayed = 0
         self.reruns = 0
@@ -136,10 +139,14 @@ class Worker:
         backoff = 0.05
         try:
             while not stop.is_set():
-                free = self.concurrency - len(self._in_flight)
+                free = self.concurrency - len(self._running)
                 if free <= 0:
-                    await asyncio.wait(list(self._in_flight.values()),
-                                       return_when=asyncio.FIRST_COMPLETED, timeout=0.5)
+                    self._slot_freed.clear()
+                    try:
+                        async with asyncio.timeout(0.5):
+                            await self._slot_freed.wait()
+                    except TimeoutError:
+                        pass
                     continue
                 try:
                     deliveries: list[Delivery] = []
@@ -162,6 +169,7 @@ class Worker:
                 for delivery in deliveries:
                     task = asyncio.get_running_loop().create_task(self._serve(delivery))
                     self._in_flight[delivery.entry_id] = task
+                    self._running.add(delivery.entry_id)
                     task.add_done_callback(functools.partial(self._done, delivery.entry_id))
         finally:
             if self._in_flight:
@@ -170,6 +178,14 @@ class Worker:
 
     def _done(self, entry_id: str, _task: asyncio.Task[None]) -> None:
         self._in_flight.pop(entry_id, None)
+        self._free_slot(entry_id)
+
+    def _free_slot(self, entry_id: str) -> None:
+        """The call no longer needs its slot: its tool ran (the journal write, the answer
+        and the XACK that follow overlap the next take), or it ended without a run."""
+        if entry_id in self._running:
+            self._running.discard(entry_id)
+            self._slot_freed.set()
 
     async def _heartbeats(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -276,6 +292,7 @@ class Worker:
         with execute_span(request.trace, attributes) as span:
             outcome = await self.runner.run(request.tool_name, dict(request.input_params),
                                             request.tool_budget_s)
+            self._free_slot(delivery.entry_id)
             span.set_attribute("hermes.outcome", "ok" if outcome.ok else outcome.code)
         reply: Reply
         if outcome.ok:
