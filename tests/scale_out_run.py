@@ -5,8 +5,8 @@ in the middle.
 Every turn asks for stock (``inventory_lookup``, served over the Redis bus by the
 workers); session ``i``'s turn ``k`` goes to server ``(i + k) % 2``, so every session is
 served by both; all sessions are under way at once (at most ``concurrency`` turns in
-flight), so the kill finds every session mid-run. Once half the turns are answered, server 0 and worker 0 are SIGKILLed.
-The client then does what a load balancer's client would:
+flight), so the kill finds every session mid-run. Once half the turns are answered,
+server 0 and worker 0 are SIGKILLed. The client then does what a load balancer's client would:
 
 - a request that failed with the dead server (connection refused or cut) is not lost:
   the client asks the survivor for the session's stored events; if the turn's
