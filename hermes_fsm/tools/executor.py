@@ -3,13 +3,14 @@
 For each planned call: the tool must exist and be available → its arguments must pass
 the input schema (else ``VALIDATION_FAILED``, the call is not made, and planning gets to
 rewrite it) → the caller must hold the tool's permissions (a destructive tool needs an
-explicit grant) → its circuit breaker must be closed → the call runs under the
-contract's timeout → an error is classified into the envelope
+explicit grant) → the contract's preconditions must hold (else ``PRECONDITION_FAILED``
+with ``details``, and the tool never runs) → its circuit breaker must be closed → the
+call runs under the contract's timeout → an error is classified into the envelope
 ``{success: false, error_code, message, retryable}`` → retryable errors are retried with
 exponential backoff and jitter up to the contract's retry policy → the output is checked
-against the output schema and the contract's violation policy applied (``fail``,
-``log_only``, ``fallback: <tool>``) → the breaker learns the outcome → an audit event
-(:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
+against the output schema and the postconditions, and the contract's violation policy
+applied (``fail``, ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome
+→ an audit event (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
 result or error, attempts and duration. The calls of one plan run concurrently, as one
 task group: a call that raises (rather than failing into an envelope — its journal
 write failed, say) cancels its siblings, and they are awaited before the error goes on,
@@ -47,6 +48,7 @@ from hermes_fsm.events.model import (
     ToolCallStarted,
 )
 from hermes_fsm.tools.calling import calling_as
+from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["CallContext", "Emit", "ToolExecutor", "ToolRunner", "current_call"]
@@ -192,6 +194,8 @@ class ToolExecutor:
                  output_violation=audit["violation"], fallback=audit["fallback"])
         else:
             error = {k: envelope[k] for k in ("error_code", "message", "retryable")}
+            if "details" in envelope:
+                error["details"] = envelope["details"]
             emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False, error=error,
                  duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
                  arguments=arguments, output_violation=audit["violation"],
@@ -249,6 +253,11 @@ class ToolExecutor:
             denied = registry._permission(registry.permissions.caller(caller), tool_name)
             if denied is not None:
                 return failure("PERMISSION_DENIED", denied, False)
+        if contract.compiled_preconditions:  # the tool never runs when one does not hold
+            refused = precondition_failure(tool, registry.registries, arguments, caller)
+            if refused is not None:
+                return {**failure("PRECONDITION_FAILED", refused[0], False),
+                        "details": refused[1]}
         breaker = registry.breaker
         if breaker.any_open() and (why := breaker.problem(tool_name)) is not None:
             return failure("CIRCUIT_OPEN", why, False)
@@ -276,6 +285,9 @@ class ToolExecutor:
             return failure("OUTPUT_TOO_LARGE", f"{tool_name} returned an output {unstorable}; "
                            "it was not kept — ask for less (a narrower query, a page)", False)
         violation = tool.output_problem(output)
+        if violation is None and contract.compiled_postconditions:
+            violation = postcondition_problem(tool, registry.registries, arguments, caller,
+                                              output)
         if violation is None:
             breaker.record(tool_name, True)
             return {"call_id": call_id, "tool_name": tool_name, "success": True,
