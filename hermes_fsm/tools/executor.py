@@ -10,8 +10,8 @@ call runs under the contract's timeout → an error is classified into the envel
 exponential backoff and jitter up to the contract's retry policy → the output is checked
 against the output schema and the postconditions, and the contract's violation policy
 applied (``fail``, ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome
-→ an audit event (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
-result or error, attempts and duration. The calls of one plan run concurrently, as one
+→ an audit event (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller,
+tool, arguments, full result or error, attempts and duration. The calls of one plan run concurrently, as one
 task group: a call that raises (rather than failing into an envelope — its journal
 write failed, say) cancels its siblings, and they are awaited before the error goes on,
 so none of them emits an event after the plan failed. An
