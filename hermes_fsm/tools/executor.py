@@ -11,8 +11,8 @@ exponential backoff and jitter up to the contract's retry policy → the output 
 against the output schema and the postconditions, and the contract's violation policy
 applied (``fail``, ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome
 → an audit event (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller,
-tool, arguments, full result or error, attempts and duration. The calls of one plan run concurrently, as one
-task group: a call that raises (rather than failing into an envelope — its journal
+tool, arguments, full result or error, attempts and duration. The calls of one plan run
+concurrently, as one task group: a call that raises (rather than failing into an envelope — its journal
 write failed, say) cancels its siblings, and they are awaited before the error goes on,
 so none of them emits an event after the plan failed. An
 output too long for a model's context is truncated in the envelope (the event keeps it
