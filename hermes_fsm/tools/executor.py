@@ -3,16 +3,15 @@
 For each planned call: the tool must exist and be available → its arguments must pass
 the input schema (else ``VALIDATION_FAILED``, the call is not made, and planning gets to
 rewrite it) → the caller must hold the tool's permissions (a destructive tool needs an
-explicit grant) → the contract's preconditions must hold (else ``PRECONDITION_FAILED``
-with ``details``, and the tool never runs) → its circuit breaker must be closed → the
-call runs under the contract's timeout → an error is classified into the envelope
+explicit grant) → its circuit breaker must be closed → the call runs under the
+contract's timeout → an error is classified into the envelope
 ``{success: false, error_code, message, retryable}`` → retryable errors are retried with
 exponential backoff and jitter up to the contract's retry policy → the output is checked
-against the output schema and the postconditions, and the contract's violation policy
-applied (``fail``, ``log_only``, ``fallback: <tool>``) → the breaker learns the outcome
-→ an audit event (:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller,
-tool, arguments, full result or error, attempts and duration. The calls of one plan run
-concurrently, as one task group: a call that raises (rather than failing into an envelope — its journal
+against the output schema and the contract's violation policy applied (``fail``,
+``log_only``, ``fallback: <tool>``) → the breaker learns the outcome → an audit event
+(:class:`~hermes_fsm.events.model.ToolCallFinished`) records caller, tool, arguments, full
+result or error, attempts and duration. The calls of one plan run concurrently, as one
+task group: a call that raises (rather than failing into an envelope — its journal
 write failed, say) cancels its siblings, and they are awaited before the error goes on,
 so none of them emits an event after the plan failed. An
 output too long for a model's context is truncated in the envelope (the event keeps it
@@ -22,6 +21,11 @@ What is stored is bounded: an output nested deeper than ``max_output_depth`` lev
 longer than ``max_output_bytes`` as JSON (or not writable as JSON at all), is refused —
 the call fails with ``OUTPUT_TOO_LARGE`` (not retryable; its event says which bound), so
 no event, journal entry or session store ever holds what could not be read back.
+
+A contract's preconditions (:mod:`hermes_fsm.tools.conditions`) are checked after the
+permissions: one that does not hold fails the call with ``PRECONDITION_FAILED`` (and
+``details``: the condition, what to confirm) and the tool never runs. Its postconditions
+are checked with the output schema: one that does not hold is an output violation.
 """
 
 from __future__ import annotations
@@ -84,6 +88,7 @@ current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVa
 """The call being made, while the executor makes it (``None`` outside a call)."""
 
 _PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
+                              "PRECONDITION_FAILED",
                               "CIRCUIT_OPEN"})
 
 
