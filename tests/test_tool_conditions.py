@@ -4,6 +4,7 @@ postcondition is an output violation), and the demo's answers in English and Chi
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -11,12 +12,19 @@ from typing import Any
 import pytest
 
 from hermes_fsm.config import HermesConfig, build_orchestrator
-from hermes_fsm.contracts.tools import ToolContract, parse_tool_contract
+from hermes_fsm.config.settings import MCPServerConfig
+from hermes_fsm.contracts.tools import (
+    ToolContract,
+    default_tool_contract_dir,
+    load_tool_contract,
+    parse_tool_contract,
+)
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.errors import ContractError
 from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.sources import FixedClock, SequentialIds
 from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.connection import MCPConnection
 from hermes_fsm.tools.registry import ToolRegistry
 
 BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai
@@ -188,3 +196,37 @@ async def test_the_answer_says_a0999_is_discontinued(text: str, wanted: str) -> 
     async with orchestrator() as orch:
         result = await orch.run_turn("s", text, user_id="alice")
     assert wanted in result.answer
+
+
+async def test_a_pinned_mcp_contract_with_a_precondition_governs_the_mcp_tool() -> None:
+    """Over the demo MCP server (a real stdio subprocess): the pinned contract's
+    precondition, over a registry the local provider supplies, refuses the call before it
+    reaches the server; a call it allows reaches the server."""
+    pinned = load_tool_contract(default_tool_contract_dir() / "demo.calendar_query.yaml")
+    doc = pinned.to_document()
+    doc["registries"] = {"warehouses": {"type": "object",
+                                        "properties": {"open": {"type": "boolean"}}}}
+    doc["preconditions"] = [{
+        "name": "warehouse_open",
+        "expr": "!has(args.warehouse) || !(args.warehouse in registries.warehouses) || "
+                "registries.warehouses[args.warehouse].open",
+        "message": "warehouse {args.warehouse} is closed for stocktaking"}]
+    guarded = ToolContract.model_validate(doc)
+    registry = ToolRegistry()
+    registry.provide_registry("warehouses", {"east": {"open": True}, "north": {"open": False}})
+    script = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo" / "calendar.py")
+    config = MCPServerConfig(transport="stdio", command="python", args=[script])
+    connection = MCPConnection("demo", config, registry, {"demo.calendar_query": guarded})
+    async with asyncio.timeout(60):
+        await connection.start()
+    try:
+        executor = ToolExecutor(registry)
+        [refused] = await executor.execute(
+            [("c1", "demo.calendar_query", {"query": "restock", "warehouse": "north"})])
+        [allowed] = await executor.execute(
+            [("c2", "demo.calendar_query", {"query": "restock", "warehouse": "east"})])
+    finally:
+        await connection.aclose()
+    assert refused["error_code"] == "PRECONDITION_FAILED"
+    assert refused["message"] == "warehouse north is closed for stocktaking"
+    assert allowed["success"] is True, allowed

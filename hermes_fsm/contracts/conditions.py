@@ -127,14 +127,17 @@ class CompiledCondition:
     condition: Condition
     program: Any
     texts: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]  # (field, lang, parts)
-    keyed: tuple[tuple[str, Any], ...]  # (registry, key program): the entries it can reach
+    keyed: tuple[tuple[str, str], ...]  # (registry, key path): the entries it can reach
     whole: frozenset[str]  # registries it reads other than by a key
 
-    def holds(self, context: Mapping[str, Any]) -> bool:
-        """Whether the condition holds in ``context`` (raises when it cannot be evaluated)."""
-        return self.program.execute(dict(context)) is True
+    def holds(self, context: Mapping[str, Any] | cel.Context) -> bool:
+        """Whether the condition holds in ``context`` (raises when it cannot be evaluated).
 
-    def check(self, context: Mapping[str, Any]) -> ConditionFailure | None:
+        ``context`` is a mapping or a :class:`cel.Context` (built once for several
+        conditions: converting the values into CEL is most of an evaluation's cost)."""
+        return self.program.execute(_cel(context)) is True
+
+    def check(self, context: Mapping[str, Any] | cel.Context) -> ConditionFailure | None:
         """``None`` when it holds; else what failed (an evaluation error counts as failed)."""
         try:
             if self.holds(context):
@@ -149,13 +152,17 @@ class CompiledCondition:
                                 Localized(**rendered["confirm"]), error)
 
 
-def _render(parts: tuple[tuple[str, Any], ...], context: Mapping[str, Any]) -> str:
+def _cel(context: Mapping[str, Any] | cel.Context) -> Any:
+    return context if isinstance(context, cel.Context) else dict(context)
+
+
+def _render(parts: tuple[tuple[str, Any], ...], context: Mapping[str, Any] | cel.Context) -> str:
     out = []
     for literal, program in parts:
         out.append(literal)
         if program is not None:
             try:
-                value = program.execute(dict(context))
+                value = program.execute(_cel(context))
             except Exception:
                 value = "?"
             out.append(_show(value))
@@ -266,43 +273,64 @@ def compile_conditions(conditions: Sequence[Condition], input_schema: Mapping[st
     return tuple(compiled)
 
 
-def _reach(sources: Sequence[str]) -> tuple[tuple[tuple[str, Any], ...], frozenset[str]]:
-    """The registry entries ``sources`` read by a key (registry, key program), and the
-    registries they read otherwise (whole)."""
-    keyed: dict[tuple[str, str], Any] = {}
+def _reach(sources: Sequence[str]) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:
+    """The registry entries ``sources`` read by a key — (registry, the key's dotted path,
+    e.g. ``args.store``) — and the registries they read otherwise (whole)."""
+    keyed: dict[tuple[str, str], None] = {}
     whole: set[str] = set()
     for source in sources:
         pairs = [*_KEYED.findall(source), *((n, k) for k, n in _MEMBER.findall(source))]
         for name, key in pairs:
-            keyed.setdefault((name, key), cel.compile(key))
+            keyed.setdefault((name, key), None)
         if len(pairs) < len(_ANY_USE.findall(source)):
             whole |= set(_ANY_USE.findall(source))
-    return tuple((name, program) for (name, _), program in keyed.items()), frozenset(whole)
+    return tuple(keyed), frozenset(whole)
+
+
+def _resolve(path: str, context: Mapping[str, Any]) -> Any:
+    """The value at a dotted path (``args.store``) of ``context``, or ``None``."""
+    node: Any = context
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def narrow_registries(conditions: Sequence[CompiledCondition],
                       registries: Mapping[str, Mapping[str, Any]],
-                      context: Mapping[str, Any]) -> dict[str, Any]:
+                      context: Mapping[str, Any],
+                      schemas: Mapping[str, Mapping[str, Any]] | None = None
+                      ) -> dict[str, Any]:
     """The part of ``registries`` the conditions can reach in ``context``.
 
     A registry read only by a key (``registries.stores[args.store]``, ``args.store in
     registries.stores``) is given as just that entry (or none): converting a whole
-    registry into CEL values costs time in proportion to its size, on every call.
+    registry into CEL values costs time in proportion to its size, on every call. With
+    ``schemas`` (registry → entry schema), an entry that is a mapping keeps only the
+    fields its schema names.
     """
+    schemas = schemas or {}
+
+    def entry(name: str, value: Any) -> Any:
+        fields = (schemas.get(name) or {}).get("properties")
+        if isinstance(value, Mapping) and isinstance(fields, Mapping):
+            return {k: value[k] for k in fields if k in value}
+        return value
+
     whole = {name for c in conditions for name in c.whole}
-    narrowed: dict[str, Any] = {name: dict(registries.get(name) or {}) for name in whole}
+    narrowed: dict[str, Any] = {
+        name: {k: entry(name, v) for k, v in (registries.get(name) or {}).items()}
+        for name in whole}
     for condition in conditions:
-        for name, key_program in condition.keyed:
+        for name, key_path in condition.keyed:
             if name in whole:
                 continue
             part = narrowed.setdefault(name, {})
-            try:
-                key = key_program.execute(dict(context))
-            except Exception:
-                continue
+            key = _resolve(key_path, context)
             source: Mapping[Any, Any] = registries.get(name) or {}
             if isinstance(key, str | int) and key in source:
-                part[key] = source[key]
+                part[key] = entry(name, source[key])
     return narrowed
 
 

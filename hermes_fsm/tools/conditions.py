@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import cel
+
 from hermes_fsm.contracts.conditions import ConditionFailure, narrow_registries
 from hermes_fsm.tools.registry import Tool
 
@@ -27,7 +29,7 @@ __all__ = ["postcondition_problem", "precondition_failure"]
 
 def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
              arguments: Mapping[str, Any], caller: str, output: Any = None,
-             post: bool = False) -> dict[str, Any]:
+             post: bool = False) -> cel.Context:
     contract = tool.contract
     assert contract is not None
     conditions = contract.compiled_postconditions if post else contract.compiled_preconditions
@@ -35,8 +37,8 @@ def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
     if post:
         context["output"] = output
     declared = {name: registries.get(name) or {} for name in contract.registries}
-    context["registries"] = narrow_registries(conditions, declared, context)
-    return context
+    context["registries"] = narrow_registries(conditions, declared, context, contract.registries)
+    return cel.Context(context)  # converted into CEL values once for every condition
 
 
 def precondition_failure(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
