@@ -78,7 +78,8 @@ async def main() -> None:
     for entries in (10, 1000, 10000):
         keyed = await per_call(probe(entries, False), "probe", {"store": "s1"}, n // 5)
         whole = await per_call(probe(entries, True), "probe", {"store": "s1"}, max(n // 50, 20))
-        print(f"  N={entries:6d}  read by key {keyed:8.1f} µs/call   read whole {whole:10.1f} µs/call")
+        print(f"  N={entries:6d}  read by key {keyed:8.1f} µs/call   "
+              f"read whole {whole:10.1f} µs/call")
 
 
 if __name__ == "__main__":
