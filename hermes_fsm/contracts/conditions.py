@@ -51,8 +51,8 @@ from typing import Any, Literal
 import cel
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["CompiledCondition", "Condition", "ConditionFailure", "Localized",
-           "compile_conditions", "narrow_registries"]
+__all__ = ["CompiledCompensation", "CompiledCondition", "Condition", "ConditionFailure",
+           "Localized", "compile_compensation", "compile_conditions", "narrow_registries"]
 
 
 class Localized(BaseModel):
@@ -271,6 +271,47 @@ def compile_conditions(conditions: Sequence[Condition], input_schema: Mapping[st
         keyed, whole = _reach(sources)
         compiled.append(CompiledCondition(kind, condition, program, tuple(texts), keyed, whole))
     return tuple(compiled)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledCompensation:
+    """A compensation's ``done`` test and argument mapping, compiled once."""
+
+    done: Any
+    arguments: tuple[tuple[str, Any], ...]
+
+    def is_done(self, status_output: Any, args: Mapping[str, Any]) -> bool:
+        """Whether the status tool's output says the write happened (``False`` when the
+        test cannot be evaluated)."""
+        try:
+            return self.done.execute({"output": status_output, "args": dict(args)}) is True
+        except Exception:
+            return False
+
+    def arguments_for(self, args: Mapping[str, Any], output: Any) -> dict[str, Any]:
+        """The status / compensating tool's arguments (raises when one cannot be made)."""
+        context = {"args": dict(args), "output": output}
+        return {name: program.execute(context) for name, program in self.arguments}
+
+
+def compile_compensation(done: str, arguments: Mapping[str, str]) -> CompiledCompensation:
+    """Compile a compensation's ``done`` and ``arguments`` (raises :class:`ConditionProblem`
+    naming ``done`` or ``arguments.<name>``)."""
+    compiled = []
+    for where, source in [("done", done), *((f"arguments.{k}", v) for k, v in arguments.items())]:
+        try:
+            program = cel.compile(source)
+        except Exception as exc:
+            raise ConditionProblem(where, f"{source!r} does not compile: "
+                                   f"{_first_line(exc)}") from None
+        unknown = sorted(set(program.variables()) - {"args", "output"}
+                         - set(_BOUND.findall(source)))
+        if unknown:
+            raise ConditionProblem(where, f"unknown variable {unknown[0]!r} in {source!r}; "
+                                   "a compensation can use args and output")
+        compiled.append((where, program))
+    return CompiledCompensation(compiled[0][1], tuple(
+        (where.removeprefix("arguments."), program) for where, program in compiled[1:]))
 
 
 def _reach(sources: Sequence[str]) -> tuple[tuple[tuple[str, str], ...], frozenset[str]]:

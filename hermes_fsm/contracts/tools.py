@@ -69,6 +69,7 @@ from hermes_fsm.contracts.conditions import (
     CompiledCondition,
     Condition,
     ConditionProblem,
+    compile_compensation,
     compile_conditions,
 )
 from hermes_fsm.contracts.retry import RetryPolicy
@@ -76,6 +77,7 @@ from hermes_fsm.errors import ContractError
 
 __all__ = [
     "BUILTIN_ERRORS",
+    "Compensation",
     "ErrorCode",
     "Fallback",
     "SlotSpec",
@@ -97,6 +99,7 @@ BUILTIN_ERRORS: dict[str, bool] = {
     "SERVER_UNAVAILABLE": True,  # an MCP server is down or restarting
     "OUTPUT_VIOLATION": False,  # the output broke the output schema (policy: fail)
     "PRECONDITION_FAILED": False,  # a precondition of the contract did not hold: not called
+    "COMPENSATED": False,  # the write was undone by its compensating tool (a saga)
     "OUTPUT_TOO_LARGE": False,  # the output is beyond what is stored (depth, size)
     "OUTCOME_UNKNOWN": False,  # a crash hid whether a non-idempotent call ran: not repeated
     "TOOL_ERROR": False,
@@ -120,6 +123,24 @@ class Fallback(_Strict):
     """Output-violation policy: call another tool with the same arguments instead."""
 
     fallback: str = Field(min_length=1)
+
+
+class Compensation(_Strict):
+    """How a write tool's effect is checked and undone (the contract's ``compensation``).
+
+    ``status`` is asked when a call ends in ``TIMEOUT`` or ``OUTCOME_UNKNOWN``; when its
+    output makes ``done`` true the write happened (the call succeeds with the status
+    output), otherwise — or when the status cannot be had — ``compensate`` runs. When a
+    later call of the same plan fails, ``compensate`` undoes each write of the plan that
+    succeeded, in reverse plan order (a saga). ``arguments`` maps each argument of the
+    status and compensating tools to a CEL expression over ``args`` (the write's) and
+    ``output`` (the write's output; ``null`` when unknown).
+    """
+
+    status: str | None = None
+    done: str = "true"
+    compensate: str = Field(min_length=1)
+    arguments: dict[str, str] = {}
 
 
 class SlotSpec(_Strict):
@@ -166,8 +187,11 @@ class ToolContract(_Strict):
     (:mod:`hermes_fsm.contracts.conditions`)."""
     postconditions: tuple[Condition, ...] = ()
     """CEL conditions its output must satisfy (a failure is an output violation)."""
+    compensation: Compensation | None = None
+    """How a write is checked and undone (:class:`Compensation`)."""
     _compiled: tuple[tuple[CompiledCondition, ...], tuple[CompiledCondition, ...]] = \
         PrivateAttr(default=((), ()))
+    _compensation: Any = PrivateAttr(default=None)
 
     @field_validator("version")
     @classmethod
@@ -214,12 +238,25 @@ class ToolContract(_Strict):
             raise PydanticCustomError("condition", "{where}: {problem}",
                                       {"where": exc.where, "problem": exc.problem}) from None
         self._compiled = (pre, post)
+        if self.compensation is not None:
+            try:
+                self._compensation = compile_compensation(self.compensation.done,
+                                                          self.compensation.arguments)
+            except ConditionProblem as exc:
+                raise PydanticCustomError("condition", "{where}: {problem}",
+                                          {"where": f"compensation.{exc.where}",
+                                           "problem": exc.problem}) from None
         return self
 
     @property
     def compiled_preconditions(self) -> tuple[CompiledCondition, ...]:
         """The preconditions, compiled at load."""
         return self._compiled[0]
+
+    @property
+    def compiled_compensation(self) -> Any:
+        """The compensation's ``done`` and ``arguments``, compiled at load (or ``None``)."""
+        return self._compensation
 
     @property
     def compiled_postconditions(self) -> tuple[CompiledCondition, ...]:

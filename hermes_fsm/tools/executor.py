@@ -25,7 +25,9 @@ no event, journal entry or session store ever holds what could not be read back.
 A contract's preconditions (:mod:`hermes_fsm.tools.conditions`) are checked after the
 permissions: one that does not hold fails the call with ``PRECONDITION_FAILED`` (and
 ``details``: the condition, what to confirm) and the tool never runs. Its postconditions
-are checked with the output schema: one that does not hold is an output violation.
+are checked with the output schema: one that does not hold is an output violation. A
+write whose contract names a compensation is checked and undone as
+:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas).
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from hermes_fsm.events.model import (
     ToolCallStarted,
 )
 from hermes_fsm.tools.calling import calling_as
+from hermes_fsm.tools.compensation import compensable, settle
 from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
@@ -151,6 +154,18 @@ class ToolExecutor:
 
     async def _execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit,
                        caller: str, journal: Any) -> list[dict[str, Any]]:
+        envelopes = await self._execute_plan(calls, emit, caller, journal)
+        if compensable(self.registry, calls):  # status checks, sagas (tools/compensation.py)
+            envelopes = await settle(self, calls, envelopes, emit, caller, journal)
+        return envelopes
+
+    async def make_call(self, call_id: str, tool_name: str, arguments: dict[str, Any],
+                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
+        """One call through the whole pipeline, on its own (a status or compensating call)."""
+        return await self._run_one(call_id, tool_name, arguments, emit, caller, journal)
+
+    async def _execute_plan(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
+                            emit: Emit, caller: str, journal: Any) -> list[dict[str, Any]]:
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
         try:  # structured: a call that raises cancels its siblings, awaited before it goes on
