@@ -2,21 +2,24 @@
 its status tool, then compensates; a plan with a failed call undoes its completed writes in
 reverse (a saga), journalled so a resumed run never compensates twice; a compensation
 that fails itself says so and leaves the executor usable. Effects are counted in the
-service's own store (local tools here; the demo MCP server has no write tool of this kind
-yet)."""
+service's own store: local tools, and the SDK demo MCP server's returns service (a real
+stdio subprocess)."""
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 import pytest
 
+from hermes_fsm.config.settings import MCPServerConfig
 from hermes_fsm.contracts.tools import ToolContract, parse_tool_contract
 from hermes_fsm.engine.durable import EffectsJournal
 from hermes_fsm.errors import ContractError, ToolCallFailed
 from hermes_fsm.store.memory import InMemoryStore
 from hermes_fsm.tools.executor import ToolExecutor
+from hermes_fsm.tools.mcp.connection import MCPConnection
 from hermes_fsm.tools.registry import ToolRegistry
 
 ORDER = {"type": "object", "properties": {"order_id": {"type": "string"}},
@@ -173,3 +176,67 @@ def test_a_compensation_with_a_bad_expression_is_refused_at_load_with_its_line()
     with pytest.raises(ContractError, match=r"^w.yaml:8: compensation\.arguments\.order_id: "
                                             r"unknown variable 'order'"):
         parse_tool_contract(text, "w.yaml")
+
+
+# --- on a real MCP server: the SDK demo server's returns service over stdio -------------
+
+async def _mcp_returns() -> tuple[Any, ToolRegistry]:
+    """The SDK demo server over stdio, its create_return pinned with a compensation."""
+    config = MCPServerConfig(transport="stdio", command=sys.executable,
+                             args=["-m", "hermes_fsm.demo.mcp_server"], tool_timeout_s=1.0)
+    probe = MCPConnection("demo", config, ToolRegistry())
+    async with asyncio.timeout(60):
+        await probe.start()
+    contract = probe.registry.get("demo.create_return").contract
+    await probe.aclose()
+    assert contract is not None
+    doc = contract.to_document()
+    doc["retry"] = {"max_attempts": 1}  # a write is not repeated on a timeout: it is checked
+    doc["compensation"] = {"status": "demo.query_return_status",
+                           "done": "output.status == 'created'",
+                           "compensate": "demo.cancel_return",
+                           "arguments": {"order_id": "args.order_id"}}
+    pinned = {"demo.create_return": ToolContract.model_validate(doc)}
+    registry = ToolRegistry()
+    connection = MCPConnection("demo", config, registry, pinned)
+    async with asyncio.timeout(60):
+        await connection.start()
+    return connection, registry
+
+
+async def _effects(executor: ToolExecutor) -> list[list[str]]:
+    [out] = await executor.execute([("fx", "demo.return_effects", {})])
+    return list(out["output"]["effects"])
+
+
+async def test_on_mcp_a_hanging_write_is_status_checked_then_compensated() -> None:
+    connection, registry = await _mcp_returns()
+    executor = ToolExecutor(registry)
+    try:
+        await executor.execute([("f", "demo.set_return_fault",
+                                 {"order_id": "ORD-1", "fault": "hang"})])
+        [out] = await executor.execute([("c1", "demo.create_return", {"order_id": "ORD-1"})])
+        effects = await _effects(executor)
+    finally:
+        await connection.aclose()
+    assert out["error_code"] == "TIMEOUT", out
+    assert "compensated by demo.cancel_return" in out["message"]
+    assert effects == [["create", "ORD-1"], ["cancel", "ORD-1"]]
+
+
+async def test_on_mcp_a_three_call_plan_whose_third_fails_undoes_two_in_reverse() -> None:
+    connection, registry = await _mcp_returns()
+    executor = ToolExecutor(registry)
+    try:
+        await executor.execute([("f", "demo.set_return_fault",
+                                 {"order_id": "ORD-3", "fault": "fail"})])
+        out = await executor.execute([(f"c{i}", "demo.create_return", {"order_id": f"ORD-{i}"})
+                                      for i in (1, 2, 3)])
+        effects = await _effects(executor)
+    finally:
+        await connection.aclose()
+    assert [o["error_code"] for o in out][:2] == ["COMPENSATED", "COMPENSATED"]
+    assert not out[2]["success"]
+    assert sorted(e for e in effects if e[0] == "create") == [["create", "ORD-1"],
+                                                              ["create", "ORD-2"]]
+    assert [e for e in effects if e[0] == "cancel"] == [["cancel", "ORD-2"], ["cancel", "ORD-1"]]
