@@ -129,6 +129,7 @@ class CompiledCondition:
     texts: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...]  # (field, lang, parts)
     keyed: tuple[tuple[str, str], ...]  # (registry, key path): the entries it can reach
     whole: frozenset[str]  # registries it reads other than by a key
+    roots: frozenset[str] = frozenset()  # the variables it (or its texts) reads
 
     def holds(self, context: Mapping[str, Any] | cel.Context) -> bool:
         """Whether the condition holds in ``context`` (raises when it cannot be evaluated).
@@ -269,7 +270,11 @@ def compile_conditions(conditions: Sequence[Condition], input_schema: Mapping[st
         sources = [condition.expr, *(part.source for _, _, parts in texts
                                      for _, part in parts if part is not None)]
         keyed, whole = _reach(sources)
-        compiled.append(CompiledCondition(kind, condition, program, tuple(texts), keyed, whole))
+        roots = frozenset(program.variables()) | {
+            v for _, _, parts in texts for _, part in parts if part is not None
+            for v in part.variables()}
+        compiled.append(CompiledCondition(kind, condition, program, tuple(texts), keyed, whole,
+                                          roots & _ROOTS[kind]))
     return tuple(compiled)
 
 

@@ -33,12 +33,16 @@ def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
     contract = tool.contract
     assert contract is not None
     conditions = contract.compiled_postconditions if post else contract.compiled_preconditions
+    roots = frozenset().union(*(c.roots for c in conditions))
     context: dict[str, Any] = {"args": dict(arguments), "caller": caller}
     if post:
         context["output"] = output
-    declared = {name: registries.get(name) or {} for name in contract.registries}
-    context["registries"] = narrow_registries(conditions, declared, context, contract.registries)
-    return cel.Context(context)  # converted into CEL values once for every condition
+    if "registries" in roots:
+        declared = {name: registries.get(name) or {} for name in contract.registries}
+        context["registries"] = narrow_registries(conditions, declared, context,
+                                                  contract.registries)
+    # converted into CEL values once for every condition, and only what they read
+    return cel.Context({k: v for k, v in context.items() if k in roots})
 
 
 def precondition_failure(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
