@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from hermes_fsm.cli.main import main
+from hermes_fsm.cli.tools import tool_record
+from hermes_fsm.contracts.tools import ToolContract
+from hermes_fsm.tools.registry import ToolRegistry
 
 
 @pytest.fixture(autouse=True)
@@ -92,3 +95,16 @@ def test_usage_mistakes_are_one_line(capsys: pytest.CaptureFixture[str], argv: l
                                      said: str) -> None:
     code, _, err = cli(capsys, *argv)
     assert code == 1 and said in err and err.count("\n") == 1
+
+
+def test_a_tools_record_names_its_compensation() -> None:
+    registry = ToolRegistry()
+    contract = ToolContract.model_validate({
+        "name": "create_return", "version": "1.0.0", "description": "Create a return.",
+        "side_effects": "write", "input_schema": {"type": "object"},
+        "compensation": {"status": "query_return_status", "compensate": "cancel_return"}})
+    registry.tool(contract=contract)(lambda: {})
+    record = tool_record(registry, registry.get("create_return"))
+    assert record["compensation"] == {"status": "query_return_status",
+                                      "compensate": "cancel_return"}
+    assert record["idempotent"] is False and record["health"] == "ok"

@@ -57,6 +57,8 @@ def tool_record(registry: ToolRegistry, tool: Tool, full: bool = False) -> dict[
         "approval": contract.approval, "permissions": list(contract.permissions),
         "preconditions": [c.label for c in contract.preconditions],
         "postconditions": [c.label for c in contract.postconditions],
+        "compensation": contract.compensation.model_dump(exclude_defaults=True)
+        if contract.compensation is not None else None,
         "health": "ok" if health is None else f"unavailable: {health}"}
     if full:
         record.update({
@@ -151,3 +153,7 @@ def _print_list(records: list[dict[str, Any]], as_json: bool, out: TextIO) -> No
             out.write(f"  preconditions: {', '.join(r['preconditions'])}\n")
         if r["postconditions"]:
             out.write(f"  postconditions: {', '.join(r['postconditions'])}\n")
+        if r["compensation"]:
+            undo = r["compensation"]
+            status = f"status {undo['status']}, " if undo.get("status") else ""
+            out.write(f"  compensation: {status}undone by {undo['compensate']}\n")
