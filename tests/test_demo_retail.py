@@ -61,7 +61,7 @@ async def test_store_stock_with_a_restock_date() -> None:
 
 async def test_a_store_below_the_confidence_floor_is_refused_with_what_to_do() -> None:
     out = await call(registry(), "store_stock", {"sku": "IP15-128", "store": "sh_xh_002"})
-    assert out["error_code"] == "STORE_UNCONFIRMED" and out["retryable"] is False
+    assert out["error_code"] == "PRECONDITION_FAILED" and out["retryable"] is False
     assert "confidence 0.45 only; please confirm the store's full name" in out["message"]
 
 

@@ -38,7 +38,7 @@ def test_the_untyped_memory_value_is_any_json_value_in_the_schema():
 @pytest.mark.parametrize("value", ["email", 3, 2.5, True, None, ["a", 1], {"k": [1, {"x": None}]}])
 def test_the_memory_value_still_takes_any_json_value(value):
     update = MemoryUpdate.model_validate({"key": "k", "update_type": "create", "value": value,
-                                          "evidence": "user_message"})
+                                          "evidence_source": "user_message"})
     assert update.value == value
 
 

@@ -177,7 +177,7 @@ async def test_a_store_the_registry_is_unsure_of_is_refused_with_the_reason(
         tmp_path: Path) -> None:
     [turn] = await dialogue(tmp_path, ["iPhone 15 在徐汇滨江店的库存"])
     assert turn["calls"] == [("store_stock", {"sku": "IP15-128", "store": "sh_xh_002"})]
-    assert "confidence 0.45" in turn["answer"] and "徐汇滨江店" in turn["answer"]
+    assert "置信度仅0.45" in turn["answer"] and "徐汇滨江店" in turn["answer"]  # seed 002 §2.2
 
 
 # --- seed 003: the order that has not shipped, the Q3 report to Director Li -------------

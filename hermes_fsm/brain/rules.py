@@ -264,7 +264,8 @@ class RulesBrain:
             evidence.append(fact.id)
         results = _get(outputs.get("execution_results"), "results") or ()
         failures = [{"tool": r.tool_name, "error_code": r.error_code,
-                     "message": r.message.rstrip(". 。")} for r in results if not r.success]
+                     "message": _failure_text(r, lang).rstrip(". 。")}
+                    for r in results if not r.success]
         if not failures:  # no failed call at hand: the report's violations say what broke
             violations = _get(report, "violations") or ()
             failures = [{"message": str(v).rstrip(". 。")} for v in violations]
@@ -422,3 +423,15 @@ def _faulty_arguments(args: Mapping[str, Any], schema: Mapping[str, Any]) -> set
         else:  # a fault of the arguments as a whole (a required one missing …)
             return set()
     return faulty
+
+
+def _failure_text(result: Any, lang: str) -> str:
+    """A failure's message in ``lang``: a failed precondition's ``details`` carry it in both
+    languages, with what to confirm (``contracts.conditions``); else the message."""
+    details = getattr(result, "details", None) or {}
+    suffix = "_zh" if lang == "zh" else ""
+    said = details.get(f"message{suffix}") or ""
+    if not said:
+        return str(result.message)
+    ask = details.get(f"confirm{suffix}") or ""
+    return (f"{said},{ask}" if lang == "zh" else f"{said}; {ask}") if ask else str(said)

@@ -9,6 +9,8 @@
     hermes-fsm view out/<session>.jsonl --out page.html               # the recording over the graph
     hermes-fsm contracts export | check                               # state and tool contracts
     hermes-fsm mcp list [--json]                                      # MCP servers and health
+    hermes-fsm tools list | show NAME | call NAME --args JSON          # every tool; call one
+    hermes-fsm explain SESSION [--turn N] [--json]                    # a turn's evidence chain
     hermes-fsm serve [--host H] [--port P]                            # the ASGI app (HTTP + SSE)
     hermes-fsm sessions archive --idle 30m                            # idle sessions → memory
     hermes-fsm worker [--group G] [--concurrency N]                   # serve tools off the bus
@@ -34,10 +36,12 @@ import structlog
 
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.cli.console import ConsolePrinter
+from hermes_fsm.cli.explain import add_explain_parser, run_explain
 from hermes_fsm.cli.memory import add_memory_parser, run_memory
 from hermes_fsm.cli.record import add_record_parser, run_record
 from hermes_fsm.cli.replay import add_replay_parser, run_replay
 from hermes_fsm.cli.sessions import add_sessions_parser, run_sessions
+from hermes_fsm.cli.tools import add_tools_parser, run_tools
 from hermes_fsm.cli.view import (
     GRAPH_FORMATS,
     add_record_option,
@@ -149,6 +153,8 @@ def _parser() -> argparse.ArgumentParser:
     add_memory_parser(sub, common)
     add_sessions_parser(sub, common)
     add_worker_parsers(sub, common)
+    add_tools_parser(sub, common)
+    add_explain_parser(sub, common)
     return p
 
 
@@ -182,7 +188,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         command = {"run": _run, "chat": _chat, "graph": _graph, "contracts": _contracts,
                    "mcp": _mcp, "replay": _replay, "view": run_view, "memory": _memory,
                    "serve": _serve, "record": _record, "sessions": _sessions,
-                   "worker": run_worker, "workers": run_workers}
+                   "worker": run_worker, "workers": run_workers, "tools": run_tools,
+                   "explain": run_explain}
         code = command[args.command](args, config, out)
         out.flush()
         return code

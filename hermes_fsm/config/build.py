@@ -104,7 +104,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     """
     config = config or HermesConfig()
     register_config_secrets(config)  # a configuration made in code, not loaded, too
-    configure_telemetry(config)  # telemetry.exporter none (default): nothing
+    traced = configure_telemetry(config)  # telemetry.exporter none (default): nothing
     graph: Any = config.graph
     if (config.budgets.is_set() or config.state_brains or config.fallback_brains
             ) and "graph" not in overrides:
@@ -136,6 +136,12 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
             kwargs["lease"] = build_lease(config)
     kwargs.update(overrides)
+    if traced:  # spans of turns, states and brain calls (hermes_fsm.engine.tracing)
+        from hermes_fsm.engine.tracing import TurnTracer, traced_brain
+
+        kwargs["hooks"] = [*kwargs.get("hooks", ()), TurnTracer()]
+        if "brain" in kwargs:
+            kwargs["brain"] = traced_brain(kwargs["brain"])
     orchestrator = Orchestrator(**kwargs)
     if "brain" not in overrides:
         _check_state_brains(orchestrator, config)

@@ -226,7 +226,7 @@ class ToolFailure(Contract):
     """A tool call that failed, as the error envelope the brain sees."""
 
     contract_name = "tool_failure"
-    contract_version = "1.0.0"
+    contract_version = "1.1.0"
 
     call_id: str
     tool_name: str
@@ -234,13 +234,16 @@ class ToolFailure(Contract):
     error_code: str = Field(min_length=1)
     message: str
     retryable: bool
+    details: dict[str, Any] | None = None
+    """Structured detail (a failed precondition: ``condition``, ``message``/``message_zh``,
+    ``confirm``/``confirm_zh``), for the answer."""
 
 
 class ExecutionResults(Contract):
     """One result per planned call, in plan order."""
 
     contract_name = "execution_results"
-    contract_version = "1.0.0"
+    contract_version = "1.1.0"
 
     results: list[Annotated[ToolSuccess | ToolFailure, Field(discriminator="success")]]
 

@@ -18,6 +18,9 @@ A contract says everything the executor and a model need to know about a tool::
     approval: false                 # optional: a plan calling it waits for the user's yes
     slots:                          # optional: how the conversation fills an input
       order_id: {entity: Order, ask: '请问您的订单号是多少?', ask_en: 'What is your order number?'}
+    registries: {stores: {...}}     # optional: registries the provider supplies (entry schema)
+    preconditions: [{expr: ..., message: ..., confirm: ...}]   # optional, CEL: see
+    postconditions: [{expr: ..., message: ...}]                # hermes_fsm.contracts.conditions
 
 An input the schema ``required`` is a required slot of the task that calls the tool;
 its ``pattern`` (and ``examples``, shown as the expected format) is what a value must
@@ -47,10 +50,12 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     field_validator,
     model_validator,
 )
+from pydantic_core import PydanticCustomError
 
 from hermes_fsm._internal.data import data_path
 from hermes_fsm._internal.yaml_lines import (
@@ -60,11 +65,19 @@ from hermes_fsm._internal.yaml_lines import (
     load_yaml_file,
     load_yaml_text,
 )
+from hermes_fsm.contracts.conditions import (
+    CompiledCondition,
+    Condition,
+    ConditionProblem,
+    compile_compensation,
+    compile_conditions,
+)
 from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.errors import ContractError
 
 __all__ = [
     "BUILTIN_ERRORS",
+    "Compensation",
     "ErrorCode",
     "Fallback",
     "SlotSpec",
@@ -85,6 +98,8 @@ BUILTIN_ERRORS: dict[str, bool] = {
     "TIMEOUT": True,
     "SERVER_UNAVAILABLE": True,  # an MCP server is down or restarting
     "OUTPUT_VIOLATION": False,  # the output broke the output schema (policy: fail)
+    "PRECONDITION_FAILED": False,  # a precondition of the contract did not hold: not called
+    "COMPENSATED": False,  # the write was undone by its compensating tool (a saga)
     "OUTPUT_TOO_LARGE": False,  # the output is beyond what is stored (depth, size)
     "OUTCOME_UNKNOWN": False,  # a crash hid whether a non-idempotent call ran: not repeated
     "TOOL_ERROR": False,
@@ -108,6 +123,24 @@ class Fallback(_Strict):
     """Output-violation policy: call another tool with the same arguments instead."""
 
     fallback: str = Field(min_length=1)
+
+
+class Compensation(_Strict):
+    """How a write tool's effect is checked and undone (the contract's ``compensation``).
+
+    ``status`` is asked when a call ends in ``TIMEOUT`` or ``OUTCOME_UNKNOWN``; when its
+    output makes ``done`` true the write happened (the call succeeds with the status
+    output), otherwise — or when the status cannot be had — ``compensate`` runs. When a
+    later call of the same plan fails, ``compensate`` undoes each write of the plan that
+    succeeded, in reverse plan order (a saga). ``arguments`` maps each argument of the
+    status and compensating tools to a CEL expression over ``args`` (the write's) and
+    ``output`` (the write's output; ``null`` when unknown).
+    """
+
+    status: str | None = None
+    done: str = "true"
+    compensate: str = Field(min_length=1)
+    arguments: dict[str, str] = {}
 
 
 class SlotSpec(_Strict):
@@ -146,6 +179,19 @@ class ToolContract(_Strict):
     (destructive tools, sending on the user's behalf)."""
     slots: dict[str, SlotSpec] = {}
     """Per input: its entity type and clarification question (see :class:`SlotSpec`)."""
+    registries: dict[str, dict[str, Any]] = {}
+    """Registries the conditions read (supplied by the tool's provider): name → the JSON
+    Schema of one entry."""
+    preconditions: tuple[Condition, ...] = ()
+    """CEL conditions that must hold before the tool runs
+    (:mod:`hermes_fsm.contracts.conditions`)."""
+    postconditions: tuple[Condition, ...] = ()
+    """CEL conditions its output must satisfy (a failure is an output violation)."""
+    compensation: Compensation | None = None
+    """How a write is checked and undone (:class:`Compensation`)."""
+    _compiled: tuple[tuple[CompiledCondition, ...], tuple[CompiledCondition, ...]] = \
+        PrivateAttr(default=((), ()))
+    _compensation: Any = PrivateAttr(default=None)
 
     @field_validator("version")
     @classmethod
@@ -181,6 +227,42 @@ class ToolContract(_Strict):
                                  "input_schema.properties); name an input or remove it")
         return self
 
+    @model_validator(mode="after")
+    def _conditions_compile(self) -> ToolContract:
+        try:
+            pre = compile_conditions(self.preconditions, self.input_schema, self.registries,
+                                     "precondition")
+            post = compile_conditions(self.postconditions, self.input_schema, self.registries,
+                                      "postcondition", output_schema=self.output_schema or {})
+        except ConditionProblem as exc:
+            raise PydanticCustomError("condition", "{where}: {problem}",
+                                      {"where": exc.where, "problem": exc.problem}) from None
+        self._compiled = (pre, post)
+        if self.compensation is not None:
+            try:
+                self._compensation = compile_compensation(self.compensation.done,
+                                                          self.compensation.arguments)
+            except ConditionProblem as exc:
+                raise PydanticCustomError("condition", "{where}: {problem}",
+                                          {"where": f"compensation.{exc.where}",
+                                           "problem": exc.problem}) from None
+        return self
+
+    @property
+    def compiled_preconditions(self) -> tuple[CompiledCondition, ...]:
+        """The preconditions, compiled at load."""
+        return self._compiled[0]
+
+    @property
+    def compiled_compensation(self) -> Any:
+        """The compensation's ``done`` and ``arguments``, compiled at load (or ``None``)."""
+        return self._compensation
+
+    @property
+    def compiled_postconditions(self) -> tuple[CompiledCondition, ...]:
+        """The postconditions, compiled at load."""
+        return self._compiled[1]
+
     def error_is_retryable(self, code: str) -> bool:
         """Whether ``code`` is retryable: the contract's table, then the built-in codes."""
         declared = self.errors.get(code)
@@ -209,6 +291,12 @@ class ToolContract(_Strict):
         doc["retry"] = self.retry.model_dump()
         if not self.approval:  # the default: files of tools that need none stay as they were
             del doc["approval"]
+        for field in ("registries", "preconditions", "postconditions"):
+            if not doc.get(field):
+                doc.pop(field, None)
+            elif field != "registries":
+                doc[field] = [c.model_dump(mode="json", exclude_defaults=True)
+                              for c in getattr(self, field)]
         if not self.slots:
             del doc["slots"]
         else:
@@ -314,6 +402,10 @@ def _explain(source: str, doc: LineDict, err: Mapping[str, Any]) -> str:
     loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p[:1].isupper()
                                               and p not in _keys(doc, err["loc"])))
     field = ".".join(str(p) for p in loc) or "file"
+    if err["type"] == "condition":  # where: preconditions.0.expr
+        where = tuple(int(p) if p.isdigit() else p for p in err["ctx"]["where"].split("."))
+        line = line_at(doc, where) or 1
+        return f"{source}:{line}: {err['ctx']['where']}: {err['ctx']['problem']}"
     if err["type"] == "extra_forbidden":
         what = "unknown field; remove it or check its spelling"
     elif err["type"] == "missing":

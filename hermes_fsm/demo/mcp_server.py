@@ -9,7 +9,9 @@ Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SK
 ``calendar_events`` (the caller's day: the user comes from the call's ``_meta``),
 ``create_reminder``, ``count_slowly`` (reports progress), ``server_pid`` (tests kill the
 process by it), ``add_tool`` (adds a tool at run time and announces
-``tools/list_changed``). Resources: ``demo://calendar`` (every event as JSON). Prompts:
+``tools/list_changed``), and a returns service for compensation (``create_return``,
+which ``set_return_fault`` makes hang or fail; ``query_return_status``; ``cancel_return``;
+``return_effects``). Resources: ``demo://calendar`` (every event as JSON). Prompts:
 ``plan_my_day``. Built on ``mcp.server.MCPServer`` (the 2.x FastMCP), so it speaks both
 the 2026-07-28 protocol and the 2025-11-25 handshake. (The embedded configuration runs the
 dependency-free :mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
@@ -134,6 +136,50 @@ def build_server() -> MCPServer:
         if hasattr(session, "send_tool_list_changed"):  # 2025-11-25 connections
             await session.send_tool_list_changed()
         return {"added": name}
+
+    # a returns service with its own store, for compensation (status, undo) and sagas:
+    # set_return_fault tells create_return to hang (recording a pending return) or fail
+    returns: dict[str, str] = {}
+    faults: dict[str, str] = {}
+    effects: list[list[str]] = []
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
+    async def create_return(order_id: str) -> dict[str, str]:
+        """Create a return for an order (a write; see query_return_status, cancel_return)."""
+        fault = faults.get(order_id)
+        if fault == "fail":
+            raise ValueError(f"order {order_id} cannot be returned")
+        returns[order_id] = "pending" if fault == "hang" else "created"
+        effects.append(["create", order_id])
+        if fault == "hang":
+            await asyncio.sleep(30)
+        return {"order_id": order_id, "status": returns[order_id]}
+
+    @server.tool(annotations=read_only)
+    def query_return_status(order_id: str) -> dict[str, str]:
+        """The status of an order's return: created, pending or none."""
+        return {"order_id": order_id, "status": returns.get(order_id, "none")}
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
+    def cancel_return(order_id: str) -> dict[str, str]:
+        """Cancel an order's return (idempotent)."""
+        returns.pop(order_id, None)
+        effects.append(["cancel", order_id])
+        return {"order_id": order_id, "status": "cancelled"}
+
+    @server.tool()
+    def set_return_fault(order_id: str, fault: str) -> dict[str, str]:
+        """Make create_return for `order_id` hang, fail, or (fault 'none') work again."""
+        if fault == "none":
+            faults.pop(order_id, None)
+        else:
+            faults[order_id] = fault
+        return {"order_id": order_id, "fault": fault}
+
+    @server.tool(annotations=read_only)
+    def return_effects() -> dict[str, list[list[str]]]:
+        """Every create and cancel the returns service did, in order (tests count them)."""
+        return {"effects": [list(e) for e in effects]}
 
     @server.resource("demo://calendar", mime_type="application/json")
     def calendar() -> str:

@@ -29,7 +29,7 @@ from typing import Any
 
 from hermes_fsm._internal.data import data_path
 from hermes_fsm.conversation.times import zone_of
-from hermes_fsm.demo.retail import STORE_CONFIDENCE_FLOOR, RetailData
+from hermes_fsm.demo.retail import RetailData
 from hermes_fsm.errors import ToolCallFailed, ToolError
 from hermes_fsm.sources import Clock, SystemClock
 from hermes_fsm.tools.calling import current_caller
@@ -139,11 +139,10 @@ def build_demo_registry(*, clock: Clock | None = None, timezone: str | tzinfo | 
         return clock.now().astimezone(zone).date()
 
     # in-memory and instant: called on the event loop, no worker thread (see Tool.inline)
-    @registry.tool(timeout_s=5, inline=True, description=(
-        "Look up how many units of a product (by SKU, e.g. 'A1001') are in stock. "
-        "Give 'warehouse' (east, north, south, west) for one warehouse, or leave it out "
-        "for every warehouse. Use it for any question about stock, inventory or availability."
-    ))
+    registry.provide_registry("stores", {s["id"]: s for s in retail.doc["stores"]})
+    registry.provide_registry("catalog", {p["sku"]: p for p in retail.doc["products"]})
+
+    @registry.tool(contract=_contract("inventory_lookup"), inline=True)
     def inventory_lookup(sku: str, warehouse: str | None = None) -> dict[str, Any]:
         items = {item["sku"]: item for item in inventory_data()["items"]}
         item = items.get(sku.upper())
@@ -166,10 +165,8 @@ def build_demo_registry(*, clock: Clock | None = None, timezone: str | tzinfo | 
             raise _not_found(f"no product with SKU {sku!r}")
         if shop is None or shop["id"] != store:
             raise _not_found(f"no store with id {store!r} in the registry")
-        if shop["confidence"] < STORE_CONFIDENCE_FLOOR:
-            raise ToolCallFailed("STORE_UNCONFIRMED", (
-                f"store {store} is in the registry with confidence {shop['confidence']:.2f} "
-                f"only; please confirm the store's full name ({shop['name']})"), False)
+        # a store below the registry's confidence floor, a discontinued product: refused by
+        # the contract's preconditions (contracts/tools/store_stock.yaml) before this runs
         stock = retail.store_stock(product["sku"], store, today())
         if stock is None:
             raise _not_found(f"{shop['name_en']} ({store}) does not carry {product['sku']}")

@@ -13,6 +13,7 @@ import uvicorn
 
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.errors import UsageError
 from hermes_fsm.server.app import create_app
 
@@ -44,6 +45,10 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
                          "'token=user,...'), or listen on 127.0.0.1")
     orchestrator = build_orchestrator(config)
     app: Any = create_app(orchestrator, tokens=tokens)
+    if configure_telemetry(config):  # telemetry: on: each request a root span
+        from hermes_fsm.server.tracing import TracedApp
+
+        app = TracedApp(app)
     if out is not None:
         auth = f"{len(tokens)} bearer token(s)" if tokens else "no authentication (loopback)"
         out.write(f"hermes-fsm serving on http://{host}:{port} with {auth}; "

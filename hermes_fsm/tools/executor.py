@@ -21,6 +21,13 @@ What is stored is bounded: an output nested deeper than ``max_output_depth`` lev
 longer than ``max_output_bytes`` as JSON (or not writable as JSON at all), is refused —
 the call fails with ``OUTPUT_TOO_LARGE`` (not retryable; its event says which bound), so
 no event, journal entry or session store ever holds what could not be read back.
+
+A contract's preconditions (:mod:`hermes_fsm.tools.conditions`) are checked after the
+permissions: one that does not hold fails the call with ``PRECONDITION_FAILED`` (and
+``details``: the condition, what to confirm) and the tool never runs. Its postconditions
+are checked with the output schema: one that does not hold is an output violation. A
+write whose contract names a compensation is checked and undone as
+:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas).
 """
 
 from __future__ import annotations
@@ -47,6 +54,8 @@ from hermes_fsm.events.model import (
     ToolCallStarted,
 )
 from hermes_fsm.tools.calling import calling_as
+from hermes_fsm.tools.compensation import compensable, settle
+from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["CallContext", "Emit", "ToolExecutor", "ToolRunner", "current_call"]
@@ -82,6 +91,7 @@ current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVa
 """The call being made, while the executor makes it (``None`` outside a call)."""
 
 _PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
+                              "PRECONDITION_FAILED",
                               "CIRCUIT_OPEN"})
 
 
@@ -144,6 +154,18 @@ class ToolExecutor:
 
     async def _execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit,
                        caller: str, journal: Any) -> list[dict[str, Any]]:
+        envelopes = await self._execute_plan(calls, emit, caller, journal)
+        if compensable(self.registry, calls):  # status checks, sagas (tools/compensation.py)
+            envelopes = await settle(self, calls, envelopes, emit, caller, journal)
+        return envelopes
+
+    async def make_call(self, call_id: str, tool_name: str, arguments: dict[str, Any],
+                        emit: Emit, caller: str, journal: Any = None) -> dict[str, Any]:
+        """One call through the whole pipeline, on its own (a status or compensating call)."""
+        return await self._run_one(call_id, tool_name, arguments, emit, caller, journal)
+
+    async def _execute_plan(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
+                            emit: Emit, caller: str, journal: Any) -> list[dict[str, Any]]:
         if len(calls) == 1:
             return [await self._run_one(*calls[0], emit, caller, journal)]
         try:  # structured: a call that raises cancels its siblings, awaited before it goes on
@@ -192,6 +214,8 @@ class ToolExecutor:
                  output_violation=audit["violation"], fallback=audit["fallback"])
         else:
             error = {k: envelope[k] for k in ("error_code", "message", "retryable")}
+            if "details" in envelope:
+                error["details"] = envelope["details"]
             emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=False, error=error,
                  duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
                  arguments=arguments, output_violation=audit["violation"],
@@ -249,6 +273,11 @@ class ToolExecutor:
             denied = registry._permission(registry.permissions.caller(caller), tool_name)
             if denied is not None:
                 return failure("PERMISSION_DENIED", denied, False)
+        if contract.compiled_preconditions:  # the tool never runs when one does not hold
+            refused = precondition_failure(tool, registry.registries, arguments, caller)
+            if refused is not None:
+                return {**failure("PRECONDITION_FAILED", refused[0], False),
+                        "details": refused[1]}
         breaker = registry.breaker
         if breaker.any_open() and (why := breaker.problem(tool_name)) is not None:
             return failure("CIRCUIT_OPEN", why, False)
@@ -276,6 +305,9 @@ class ToolExecutor:
             return failure("OUTPUT_TOO_LARGE", f"{tool_name} returned an output {unstorable}; "
                            "it was not kept — ask for less (a narrower query, a page)", False)
         violation = tool.output_problem(output)
+        if violation is None and contract.compiled_postconditions:
+            violation = postcondition_problem(tool, registry.registries, arguments, caller,
+                                              output)
         if violation is None:
             breaker.record(tool_name, True)
             return {"call_id": call_id, "tool_name": tool_name, "success": True,

@@ -262,6 +262,8 @@ class ToolRegistry:
         self.permissions = permissions or Permissions()
         self.breaker: CircuitBreaker = breaker or NoBreaker()
         self._gated: list[Tool] = []  # tools with an availability check
+        self.registries: dict[str, Mapping[str, Any]] = {}
+        """Registries the contracts' conditions read, by name (:meth:`provide_registry`)."""
         for tool in tools:
             self.add(tool)
 
@@ -272,6 +274,11 @@ class ToolRegistry:
         self._tools[tool.name] = tool
         self._changed()
         return tool
+
+    def provide_registry(self, name: str, entries: Mapping[str, Any]) -> None:
+        """Supply the registry ``name`` (key → entry) that tool contracts' preconditions and
+        postconditions read as ``registries.<name>`` (e.g. a store registry)."""
+        self.registries[name] = entries
 
     def remove(self, name: str) -> None:
         """Unregister a tool (no error when it is not registered)."""

@@ -135,9 +135,12 @@ class InProcessBus:
         if reply_to == self.reply_stream:
             self.waiters.deliver(raw, reply_to)
 
-    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str, *,
+                     ack: ExecuteAck | None = None) -> None:
         """See :meth:`Bus.finish`."""
         if reply_to:
+            if ack is not None:
+                await self.reply(reply_to, ack)
             await self.reply(reply_to, message)
         await self.ack(group, entry_id)
 

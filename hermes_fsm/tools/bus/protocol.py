@@ -137,9 +137,11 @@ class Bus(Protocol):
         """Put ``raw`` on a reply stream as it is (tests)."""
         ...
 
-    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str, *,
+                     ack: ExecuteAck | None = None) -> None:
         """:meth:`reply` with ``message`` (unless ``reply_to`` is empty), then :meth:`ack`
-        the entry — in one round trip where the transport allows."""
+        the entry — in one round trip where the transport allows. ``ack``: an
+        ``EXECUTE_ACK`` not sent yet (a call that ended quickly), sent just before."""
         ...
 
     async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:

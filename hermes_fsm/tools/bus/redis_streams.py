@@ -242,13 +242,18 @@ class RedisStreamsBus:
         await self.client.xadd(reply_to, {"m": raw}, maxlen=self.max_replies,
                                approximate=True)
 
-    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str) -> None:
-        """See :meth:`Bus.finish` (one pipelined round trip: the reply, then the ack)."""
+    async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str, *,
+                     ack: ExecuteAck | None = None) -> None:
+        """See :meth:`Bus.finish` (one pipelined round trip: the replies, then the ack;
+        ``EXECUTE_ACK`` and the answer arrive in one read of the reply stream)."""
         if reply_to and not reply_to.startswith(f"{self.prefix}:rep:"):
             await self.reply_raw(reply_to, b"")  # refused, with its event
             reply_to = ""
         async with self.client.pipeline(transaction=False) as pipe:
             if reply_to:
+                if ack is not None:
+                    pipe.xadd(reply_to, {"m": encode(ack)}, maxlen=self.max_replies,
+                              approximate=True)
                 pipe.xadd(reply_to, {"m": encode(message)}, maxlen=self.max_replies,
                           approximate=True)
             pipe.xack(self._requests(group), _GROUP, entry_id)

@@ -79,6 +79,17 @@ class ToolSpec:
     retryable_codes: frozenset[str] = frozenset()
 
 
+class _PendingAck:
+    """A call's ``EXECUTE_ACK`` while it waits to be sent (see :meth:`Worker._ack_later`)."""
+
+    __slots__ = ("ack", "sending", "task")
+
+    def __init__(self, ack: ExecuteAck) -> None:
+        self.ack = ack
+        self.sending = False
+        self.task: asyncio.Task[None] | None = None
+
+
 class Worker:
     """Serves ``group``'s requests from ``bus`` with ``runner`` (see the module docs).
 
@@ -88,17 +99,22 @@ class Worker:
         tools: the tools served, by name.
         runner: where calls run.
         fence: the effects journal; ``None`` runs every delivery (in-process use).
-        concurrency: calls at once.
+        concurrency: calls at once (a call's slot is free once its tool ran: its answer
+            and XACK overlap the next take).
         heartbeat_s: how often the worker says it is alive.
         worker_id: its name (default: host, pid and a random part).
         on_event: how refused messages and dead letters are reported.
+        ack_after_s: how long a call runs before its ``EXECUTE_ACK`` is sent on its own;
+            a call that ends sooner sends it with its answer, in the same round trip.
     """
 
     def __init__(self, bus: Bus, group: str, tools: Mapping[str, ToolSpec], runner: Runner,
                  *, fence: EffectsFence | None = None, concurrency: int = 2,
                  heartbeat_s: float = 2.0, worker_id: str | None = None,
-                 on_event: BusEvent = log_event) -> None:
+                 on_event: BusEvent = log_event, ack_after_s: float = 0.02) -> None:
         self.bus, self.group, self.tools, self.runner = bus, group, dict(tools), runner
+        self.ack_after_s = ack_after_s
+        self._acks: dict[str, _PendingAck] = {}  # entry id -> its ack, while not sent
         self.fence = fence
         self.concurrency = concurrency
         self.heartbeat_s = heartbeat_s
@@ -107,7 +123,9 @@ class Worker:
         self.on_event = on_event
         self.info = WorkerInfo(self.worker_id, group, sorted(self.tools), os.getpid(),
                                socket.gethostname(), concurrency, started_at=time.time())
-        self._in_flight: dict[str, asyncio.Task[None]] = {}
+        self._in_flight: dict[str, asyncio.Task[None]] = {}  # taken, not yet acked
+        self._running: set[str] = set()  # those holding one of `concurrency` slots
+        self._slot_freed = asyncio.Event()
         self.served = 0
         self.replayed = 0
         self.reruns = 0
@@ -121,10 +139,14 @@ class Worker:
         backoff = 0.05
         try:
             while not stop.is_set():
-                free = self.concurrency - len(self._in_flight)
+                free = self.concurrency - len(self._running)
                 if free <= 0:
-                    await asyncio.wait(list(self._in_flight.values()),
-                                       return_when=asyncio.FIRST_COMPLETED, timeout=0.5)
+                    self._slot_freed.clear()
+                    try:
+                        async with asyncio.timeout(0.5):
+                            await self._slot_freed.wait()
+                    except TimeoutError:
+                        pass
                     continue
                 try:
                     deliveries: list[Delivery] = []
@@ -147,6 +169,7 @@ class Worker:
                 for delivery in deliveries:
                     task = asyncio.get_running_loop().create_task(self._serve(delivery))
                     self._in_flight[delivery.entry_id] = task
+                    self._running.add(delivery.entry_id)
                     task.add_done_callback(functools.partial(self._done, delivery.entry_id))
         finally:
             if self._in_flight:
@@ -155,6 +178,14 @@ class Worker:
 
     def _done(self, entry_id: str, _task: asyncio.Task[None]) -> None:
         self._in_flight.pop(entry_id, None)
+        self._free_slot(entry_id)
+
+    def _free_slot(self, entry_id: str) -> None:
+        """The call no longer needs its slot: its tool ran (the journal write, the answer
+        and the XACK that follow overlap the next take), or it ended without a run."""
+        if entry_id in self._running:
+            self._running.discard(entry_id)
+            self._slot_freed.set()
 
     async def _heartbeats(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
@@ -213,13 +244,26 @@ class Worker:
                 reason="past its answer deadline when a worker took it; not run"), delivery)
             return
         spec = self.tools.get(request.tool_name)
-        acked = asyncio.get_running_loop().create_task(bus.reply(  # not in the call's path
-            request.reply_to, ExecuteAck(request_id=rid, worker_id=self.worker_id,
-                                         scheduled_at=time.time(), delivery=delivery.count)))
+        pending = _PendingAck(ExecuteAck(request_id=rid, worker_id=self.worker_id,
+                                         scheduled_at=time.time(), delivery=delivery.count))
+        pending.task = asyncio.get_running_loop().create_task(  # not in the call's path
+            self._ack_later(request.reply_to, pending))
+        self._acks[delivery.entry_id] = pending
         try:
             await self._run(request, spec, delivery)
         finally:
-            await acked  # its failure (the bus away) leaves the entry pending
+            self._acks.pop(delivery.entry_id, None)
+            if not pending.sending:  # not out: the answer carried it (or there is none)
+                pending.task.cancel()
+            else:
+                await pending.task  # its failure (the bus away) leaves the entry pending
+
+    async def _ack_later(self, reply_to: str, pending: _PendingAck) -> None:
+        """Send ``EXECUTE_ACK`` once the call has run ``ack_after_s`` (a quicker one
+        carries it with its answer, in :meth:`_answer`: one round trip fewer)."""
+        await asyncio.sleep(self.ack_after_s)
+        pending.sending = True
+        await self.bus.reply(reply_to, pending.ack)
 
     async def _run(self, request: ExecuteRequest, spec: ToolSpec | None,
                    delivery: Delivery) -> None:
@@ -248,6 +292,7 @@ class Worker:
         with execute_span(request.trace, attributes) as span:
             outcome = await self.runner.run(request.tool_name, dict(request.input_params),
                                             request.tool_budget_s)
+            self._free_slot(delivery.entry_id)
             span.set_attribute("hermes.outcome", "ok" if outcome.ok else outcome.code)
         reply: Reply
         if outcome.ok:
@@ -295,7 +340,15 @@ class Worker:
 
     async def _answer(self, request: ExecuteRequest, reply: Reply, delivery: Delivery
                       ) -> None:
-        await self.bus.finish(request.reply_to, reply, self.group, delivery.entry_id)
+        pending = self._acks.pop(delivery.entry_id, None)
+        ack = None
+        if pending is not None and pending.task is not None:
+            if not pending.sending:  # not out yet: it goes with the answer, just before it
+                pending.task.cancel()
+                ack = pending.ack
+            else:
+                await pending.task  # going out: the ack stays ahead of the answer
+        await self.bus.finish(request.reply_to, reply, self.group, delivery.entry_id, ack=ack)
 
 
 def specs_of(registry: Any, names: Any = None) -> dict[str, ToolSpec]:
