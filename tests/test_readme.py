@@ -33,6 +33,7 @@ import pytest
 import yaml
 
 from hermes_fsm.config.settings import load_config
+from hermes_fsm.contracts.tools import parse_tool_contract
 from hermes_fsm.graph.loader import load_graph
 
 REPO = Path(__file__).resolve().parent.parent
@@ -177,8 +178,23 @@ def _run_yaml(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         graph = load_graph(path)
         assert graph.name == doc["name"]
         return
+    if isinstance(doc, dict) and "preconditions" in doc:  # conditions of a tool contract:
+        # the block under a minimal contract of a store lookup, compiled as a file would be
+        contract = parse_tool_contract(yaml.safe_dump({**_STORE_TOOL, **doc}), str(path))
+        assert [c.name for c in contract.preconditions] == \
+            [c["name"] for c in doc["preconditions"]]
+        return
     config = load_config(path, environ={})
     assert config.source == str(path)
+
+
+_STORE_TOOL = {
+    "name": "store_lookup", "version": "1.0.0", "description": "Units of a SKU in a store.",
+    "input_schema": {"type": "object", "required": ["sku", "store"],
+                     "properties": {"sku": {"type": "string"}, "store": {"type": "string"}}},
+    "output_schema": {"type": "object", "properties": {
+        "units": {"type": "integer"}, "restock_date": {"type": ["string", "null"]}}},
+}
 
 
 @pytest.mark.parametrize("block", BLOCKS, ids=[f"line{b.line}-{b.lang}" for b in BLOCKS])
