@@ -47,10 +47,12 @@ def slot_rules() -> RuleBook:
 
 
 def slot_registry(sent: list[dict[str, Any]], on_send: Callable[[str], None] | None = None,
-                  *, clock: Clock | None = None, timezone: str = "UTC") -> ToolRegistry:
-    """The demo tools on ``clock`` (the orders' dates count from its today); each real
-    ``send_email`` is appended to ``sent`` (its recipient) and given to ``on_send``."""
-    registry = build_demo_registry(clock=clock, timezone=timezone)
+                  *, clock: Clock | None = None, timezone: str = "UTC",
+                  data_dir: Path | None = None) -> ToolRegistry:
+    """The demo tools on ``clock`` (the orders' dates count from its today; reminders,
+    reports and the outbox under ``data_dir`` when given); each real ``send_email`` is
+    appended to ``sent`` (its recipient) and given to ``on_send``."""
+    registry = build_demo_registry(clock=clock, timezone=timezone, data_dir=data_dir)
     tool = registry.get("send_email")
     send = tool.fn
 

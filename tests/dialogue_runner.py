@@ -15,6 +15,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import json
+import shutil
+import tempfile
+
 import yaml
 
 from hermes_fsm.brain.rules import RulesBrain
@@ -37,13 +41,16 @@ def load_dialogues(directory: Path = DIALOGUES) -> list[dict[str, Any]]:
     return found
 
 
-def build(dialogue: dict[str, Any]) -> tuple[Orchestrator, FixedClock, list[dict[str, Any]]]:
+def build(dialogue: dict[str, Any], data_dir: Path | None = None,
+          ) -> tuple[Orchestrator, FixedClock, list[dict[str, Any]]]:
     """The orchestrator a dialogue runs on (its ``setup``), its clock, and the e-mails
-    the approval-guarded tool really sent (setup ``slots``)."""
+    the approval-guarded tool really sent (setup ``slots``: the demo tools keep their
+    reminders, reports and outbox under ``data_dir``)."""
     clock = FixedClock(START)
     sent: list[dict[str, Any]] = []
     if dialogue.get("setup", "demo") == "slots":
-        brain, tools = RulesBrain(slot_rules()), slot_registry(sent, clock=clock)
+        brain = RulesBrain(slot_rules())
+        tools = slot_registry(sent, clock=clock, data_dir=data_dir)
     else:
         brain, tools = RulesBrain(), build_demo_registry()
     return Orchestrator(brain=brain, tools=tools, clock=clock, ids=SequentialIds()), clock, sent
@@ -80,8 +87,9 @@ class TurnScore:
 
 
 def score_turn(orchestrator: Orchestrator, session_id: str, result: Any,
-               turn: dict[str, Any], where: str) -> TurnScore:
-    """Every label of ``turn`` against the turn's result and the session's graph."""
+               turn: dict[str, Any], where: str, data_dir: Path | None = None) -> TurnScore:
+    """Every label of ``turn`` against the turn's result and the session's graph (a
+    path under ``data_dir`` in a call's arguments or the answer reads ``{data}/…``)."""
     score = TurnScore(where)
     intents = [e.output for e in result.events if e.kind == "state_output"
                and e.state == "INTENT"]
@@ -104,10 +112,14 @@ def score_turn(orchestrator: Orchestrator, session_id: str, result: Any,
             score.fail(f"entities {got}, expected {want}")
     calls = [{"tool": e.tool, "args": e.arguments} for e in result.events
              if e.kind == "tool_call_started"]
+    answer = result.answer or ""
+    if data_dir is not None:
+        root = json.dumps(str(data_dir))[1:-1]
+        calls = json.loads(json.dumps(calls, ensure_ascii=False).replace(root, "{data}"))
+        answer = answer.replace(str(data_dir), "{data}")
     if calls != turn.get("calls", []):
         score.calls = False
         score.fail(f"tool calls {calls}, expected {turn.get('calls', [])}")
-    answer = result.answer or ""
     for fact in turn.get("answer_has", ()):
         if str(fact) not in answer:
             score.facts = False
@@ -131,17 +143,21 @@ def score_turn(orchestrator: Orchestrator, session_id: str, result: Any,
 async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[str]]:
     """Run ``dialogue`` turn by turn; each turn's score, and the dialogue-level problems
     (what the approval-guarded tool really sent, when the dialogue says ``sent``)."""
-    orchestrator, clock, sent = build(dialogue)
-    session_id = f"dialogue-{dialogue['id']}"
-    scores = []
-    for n, turn in enumerate(dialogue["turns"], 1):
-        if "after" in turn:
-            clock.advance(duration(turn["after"]))
-        result = await orchestrator.run_turn(session_id, turn["say"],
-                                             dialogue.get("user", "u1"))
-        scores.append(score_turn(orchestrator, session_id, result, turn,
-                                 f"{dialogue['file']}:{dialogue['id']} turn {n} "
-                                 f"({turn['say']!r})"))
+    data_dir = Path(tempfile.mkdtemp(prefix="hermes-dialogue-"))
+    try:
+        orchestrator, clock, sent = build(dialogue, data_dir)
+        session_id = f"dialogue-{dialogue['id']}"
+        scores = []
+        for n, turn in enumerate(dialogue["turns"], 1):
+            if "after" in turn:
+                clock.advance(duration(turn["after"]))
+            result = await orchestrator.run_turn(session_id, turn["say"],
+                                                 dialogue.get("user", "u1"))
+            scores.append(score_turn(orchestrator, session_id, result, turn,
+                                     f"{dialogue['file']}:{dialogue['id']} turn {n} "
+                                     f"({turn['say']!r})", data_dir))
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)
     problems = []
     if "sent" in dialogue and sent != dialogue["sent"]:
         problems.append(f"{dialogue['id']}: sent {sent}, expected {dialogue['sent']}")
