@@ -78,13 +78,17 @@ async def main() -> None:
 
     total_d = sum(c[0] for c in counts.values())
     total_t = sum(c[1] for c in counts.values())
-    print(f"dialogues: {total_d} ({', '.join(f'{k} {v[0]}' for k, v in sorted(counts.items()))})"
-          f"; turns: {total_t} ({', '.join(f'{k} {v[1]}' for k, v in sorted(counts.items()))})")
+    print(
+        f"dialogues: {total_d} ({', '.join(f'{k} {v[0]}' for k, v in sorted(counts.items()))})"
+        f"; turns: {total_t} ({', '.join(f'{k} {v[1]}' for k, v in sorted(counts.items()))})"
+    )
     if longer:
         print(f"({longer} turns past turn 15 are not in any bucket)")
     print()
-    header = (f"{'lang':<5}{'turns':>7} {'bucket':<7}{'entity %':>9}{'seed':>7}"
-              f"{'intent %':>10}{'seed':>7}{'calls %':>9}{'task %':>8}")
+    header = (
+        f"{'lang':<5}{'turns':>7} {'bucket':<7}{'entity %':>9}{'seed':>7}"
+        f"{'intent %':>10}{'seed':>7}{'calls %':>9}{'task %':>8}"
+    )
     print(header)
     print("-" * len(header))
     below: list[str] = []
@@ -102,15 +106,21 @@ async def main() -> None:
             for name, (num, den) in values.items():
                 if den and 100 * num / den < TARGET:
                     below.append(f"{lang} {bucket} {name} {_pct(num, den).strip()} %")
-            print(f"{lang:<5}{len(scores):>7} {bucket:<7}{_pct(*values['entity']):>9}"
-                  f"{SEED_ENTITY[bucket]:>7.1f}{_pct(*values['intent']):>10}"
-                  f"{SEED_INTENT[bucket]:>7.1f}{_pct(*values['calls']):>9}"
-                  f"{_pct(*values['task']):>8}")
+            print(
+                f"{lang:<5}{len(scores):>7} {bucket:<7}{_pct(*values['entity']):>9}"
+                f"{SEED_ENTITY[bucket]:>7.1f}{_pct(*values['intent']):>10}"
+                f"{SEED_INTENT[bucket]:>7.1f}{_pct(*values['calls']):>9}"
+                f"{_pct(*values['task']):>8}"
+            )
     print()
-    print(f"target: ≥ {TARGET:.0f} % in every cell; "
-          + ("all cells meet it." if not below else "below it: " + "; ".join(below)))
-    print(f"labels that did not hold: {len(problems)}"
-          + ("" if args.verbose or not problems else " (--verbose lists them)"))
+    print(
+        f"target: ≥ {TARGET:.0f} % in every cell; "
+        + ("all cells meet it." if not below else "below it: " + "; ".join(below))
+    )
+    print(
+        f"labels that did not hold: {len(problems)}"
+        + ("" if args.verbose or not problems else " (--verbose lists them)")
+    )
     if args.verbose:
         for problem in problems:
             print("  " + problem)

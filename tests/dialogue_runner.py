@@ -10,14 +10,13 @@ turn's status and the nodes deprecated by a correction.
 
 from __future__ import annotations
 
+import json
+import shutil
+import tempfile
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-import json
-import shutil
-import tempfile
 
 import yaml
 
