@@ -5,7 +5,8 @@ Each dialogue runs on one in-process session with the rules brain and a fixed cl
 canonical values of its entities (from the conversation graph), the exact tool calls,
 facts in the answer, the turn's status and the nodes deprecated by a correction.
 Dialogues listed in a file's ``xfail`` map expose a known gap of the rules brain: they
-are scored by ``bench/dialogues.py`` and expected to fail here (not strictly).
+are scored by ``bench/dialogues.py`` and expected to fail here, strictly: one that starts
+passing fails the run until its entry is taken out of the map.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def test_dialogue_ids_are_unique_and_labelled() -> None:
 
 
 def _param(dialogue: dict[str, Any]) -> Any:
-    marks = ([pytest.mark.xfail(strict=False, reason=GAPS[dialogue["id"]])]
+    marks = ([pytest.mark.xfail(strict=True, reason=GAPS[dialogue["id"]])]
              if dialogue["id"] in GAPS else [])
     return pytest.param(dialogue, id=dialogue["id"], marks=marks)
 
