@@ -56,6 +56,13 @@ def build_registry() -> ToolRegistry:
     _idem.contract = _idem.contract.model_copy(update={"idempotent": True})
 
 
+    @registry.tool(description="Append a line to a file; only for callers holding 'ops'.",
+                   side_effects="write", timeout_s=10.0, permissions=["ops"])
+    def guarded(path: str, token: str) -> dict[str, Any]:
+        result: dict[str, Any] = mark(path, token)
+        return result
+
+
     @registry.tool(description="Fail with a code.", timeout_s=5.0)
     def fail(code: str, retryable: bool = False) -> dict[str, Any]:
         raise ToolCallFailed(code, f"failed with {code} on purpose", retryable)

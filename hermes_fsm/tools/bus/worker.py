@@ -6,6 +6,10 @@ more than ``max_deliveries`` times is dead-lettered and answered ``DEAD_LETTERED
 past its answer deadline is answered ``EXECUTE_TIMEOUT`` without running; else it is
 acked to the orchestrator (``EXECUTE_ACK``) and run:
 
+- **the caller's permissions**, checked again (defence in depth: a request forged on the
+  stream, or altered on its way, is not trusted because it reached the worker): a caller
+  that lacks a permission the tool's contract requires is answered ``PERMISSION_DENIED``
+  naming it, with a ``bus.permission_denied`` event, and nothing runs or is journalled;
 - **the fence** (exactly-once effects over at-least-once delivery): with an effects
   journal (``fence``, the session store in real use), the worker claims the request's
   idempotency key before running the tool. A key already finished returns the recorded
@@ -38,6 +42,7 @@ from pydantic_core import to_json
 
 from hermes_fsm.contracts.tools import BUILTIN_ERRORS
 from hermes_fsm.tools.bus.messages import (
+    CallerInfo,
     ExecuteAck,
     ExecuteError,
     ExecuteRequest,
@@ -50,6 +55,7 @@ from hermes_fsm.tools.bus.messages import (
 from hermes_fsm.tools.bus.protocol import Bus, BusEvent, Delivery, WorkerInfo, log_event
 from hermes_fsm.tools.bus.sandbox import SandboxOutcome
 from hermes_fsm.tools.bus.tracing import execute_span
+from hermes_fsm.tools.permissions import Caller, permission_problem
 
 __all__ = ["EffectsFence", "Runner", "ToolSpec", "Worker", "specs_of"]
 
@@ -77,6 +83,17 @@ class ToolSpec:
     name: str
     idempotent: bool
     retryable_codes: frozenset[str] = frozenset()
+    permissions: tuple[str, ...] = ()
+    """The roles or grants a caller must hold (the contract's ``permissions``)."""
+    side_effects: str = "read"
+    """A ``destructive`` tool also needs a grant naming it."""
+
+    def refusal(self, caller: CallerInfo) -> str | None:
+        """Why ``caller`` may not call this tool, or ``None`` (the orchestrator's rule)."""
+        if not self.permissions and self.side_effects != "destructive":
+            return None
+        who = Caller(caller.user_id, tuple(caller.roles), tuple(caller.grants))
+        return permission_problem(who, self.name, self.side_effects, self.permissions)
 
 
 class _PendingAck:
@@ -130,6 +147,7 @@ class Worker:
         self.replayed = 0
         self.reruns = 0
         self.refused = 0
+        self.denied = 0
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         """Serve until ``stop`` is set (or the task is cancelled); running calls finish."""
@@ -274,6 +292,15 @@ class Worker:
                 f"serve {request.tool_name!r}; it serves {', '.join(sorted(self.tools))}"),
                 delivery)
             return
+        denied = spec.refusal(request.caller)
+        if denied is not None:  # defence in depth: the orchestrator checked it too
+            self.denied += 1
+            self.on_event("bus.permission_denied", request_id=rid, tool=request.tool_name,
+                          user=request.caller.user_id, worker=self.worker_id, reason=denied)
+            await self._answer(request, self._error(
+                request, "PERMISSION_DENIED", f"worker {self.worker_id} refused "
+                f"{request.tool_name} (request {rid}): {denied}"), delivery)
+            return
         key = f"bus:{request.idempotency_key}"
         if self.fence is not None:
             known = await self.fence.effect_begin(key, request.session_id or "bus",
@@ -362,5 +389,6 @@ def specs_of(registry: Any, names: Any = None) -> dict[str, ToolSpec]:
         codes = {c for c, retry in BUILTIN_ERRORS.items() if retry}
         codes |= {c for c, e in contract.errors.items() if e.retryable}
         codes -= {c for c, e in contract.errors.items() if not e.retryable}
-        specs[tool.name] = ToolSpec(tool.name, contract.is_idempotent, frozenset(codes))
+        specs[tool.name] = ToolSpec(tool.name, contract.is_idempotent, frozenset(codes),
+                                    tuple(contract.permissions), tool.side_effects)
     return specs
