@@ -19,13 +19,17 @@ def _guarded(path: str, token: str, caller: CallerInfo) -> ExecuteRequest:
 async def test_a_request_without_the_grant_is_refused_by_the_worker(bus, events, tmp_path):
     marks = tmp_path / "marks.txt"
     async with running(bus) as worker:
-        refused = await bus.call(_guarded(str(marks), "forged", CallerInfo(user_id="mallory",
-                                                                           roles=("user",))),
-                                 "default")
-        allowed = await bus.call(_guarded(str(marks), "granted", CallerInfo(
-            user_id="ops-bot", grants=("ops",))), "default")
-        by_role = await bus.call(_guarded(str(marks), "role", CallerInfo(
-            user_id="admin", roles=("ops",))), "default")
+        refused = await bus.call(
+            _guarded(str(marks), "forged", CallerInfo(user_id="mallory", roles=("user",))),
+            "default",
+        )
+        allowed = await bus.call(
+            _guarded(str(marks), "granted", CallerInfo(user_id="ops-bot", grants=("ops",))),
+            "default",
+        )
+        by_role = await bus.call(
+            _guarded(str(marks), "role", CallerInfo(user_id="admin", roles=("ops",))), "default"
+        )
     assert refused.kind == "EXECUTE_ERROR", refused
     assert refused.error_code == "PERMISSION_DENIED" and not refused.retryable
     assert "'ops'" in refused.error_message and "mallory" in refused.error_message
@@ -46,10 +50,17 @@ async def test_a_hand_crafted_request_on_the_stream_is_refused(bus, events, tmp_
         for caller in (None, {"user_id": "eve", "roles": ["user"], "grants": ["opz"]}):
             rid = uuid.uuid4().hex
             raw: dict[str, object] = {
-                "kind": "EXECUTE_REQUEST", "v": 1, "request_id": rid, "call_id": "forged-c1",
-                "idempotency_key": f"forged/{rid}", "tool_name": "guarded",
-                "input_params": {"path": str(marks), "token": rid}, "timeout_ms": 5000,
-                "sent_at": time.time(), "reply_to": bus.reply_stream}
+                "kind": "EXECUTE_REQUEST",
+                "v": 1,
+                "request_id": rid,
+                "call_id": "forged-c1",
+                "idempotency_key": f"forged/{rid}",
+                "tool_name": "guarded",
+                "input_params": {"path": str(marks), "token": rid},
+                "timeout_ms": 5000,
+                "sent_at": time.time(),
+                "reply_to": bus.reply_stream,
+            }
             if caller is not None:
                 raw["caller"] = caller
             replies.append(await _raw_call(bus, rid, json.dumps(raw).encode()))
@@ -67,6 +78,12 @@ async def _raw_call(bus, rid: str, raw: bytes):
         start()
     future = bus.waiters.expect(rid)
     await bus.send_raw("default", raw)
-    probe = ExecuteRequest(request_id=rid, call_id="x", idempotency_key="x", tool_name="x",
-                           timeout_ms=5000, sent_at=time.time())
+    probe = ExecuteRequest(
+        request_id=rid,
+        call_id="x",
+        idempotency_key="x",
+        tool_name="x",
+        timeout_ms=5000,
+        sent_at=time.time(),
+    )
     return await bus.waiters.wait(probe, future)
