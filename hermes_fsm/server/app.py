@@ -52,6 +52,8 @@ from hermes_fsm.server.hub import (
     TurnRunner,
     read_events,
 )
+from hermes_fsm.server.idempotency import HEADER as IDEMPOTENCY_HEADER
+from hermes_fsm.server.idempotency import TurnIdempotency, key_problem
 from hermes_fsm.server.openapi import openapi_document
 from hermes_fsm.server.wire import (
     SESSION_ID,
@@ -150,6 +152,7 @@ class _Api:
         self.hub = hub
         self.tokens = tokens
         self._openapi: bytes | None = None
+        self.idempotency: TurnIdempotency | None = None  # made at the first keyed turn
 
     # --- authentication and sessions ----------------------------------------------------
 
@@ -255,9 +258,29 @@ class _Api:
             refused = self._owned(session_id, session.user_id, user_id)
             if refused is not None:
                 return refused
-        running = self.hub.start(session_id, body.text, user_id)
-        if "text/event-stream" in request.headers.get("accept", ""):
-            return await self._stream_turn(running)
+        stream = "text/event-stream" in request.headers.get("accept", "")
+        key = request.headers.get(IDEMPOTENCY_HEADER)
+        if key is not None:  # at most one run per key (hermes_fsm.server.idempotency)
+            problem = key_problem(key)
+            if problem is None and stream:
+                problem = ("Idempotency-Key applies to JSON turns; send it without "
+                           "'Accept: text/event-stream' (a stream resumes with GET "
+                           f"/v1/sessions/{session_id}/events?after=SEQ)")
+            if problem:
+                return error_response(422, "validation_failed", problem, [
+                    {"loc": ["header", "Idempotency-Key"], "msg": problem,
+                     "type": "value_error"}])
+            if self.idempotency is None:
+                self.idempotency = TurnIdempotency(self.orchestrator.store)
+            return await self.idempotency.answer(
+                key, user_id, session_id, body.model_dump_json().encode(),
+                lambda: self._json_turn(session_id, body.text, user_id))
+        if stream:
+            return await self._stream_turn(self.hub.start(session_id, body.text, user_id))
+        return await self._json_turn(session_id, body.text, user_id)
+
+    async def _json_turn(self, session_id: str, text: str, user_id: str) -> Response:
+        running = self.hub.start(session_id, text, user_id)
         assert running.task is not None
         try:  # shielded: a client that goes away does not cancel the turn
             result = await asyncio.shield(running.task)
