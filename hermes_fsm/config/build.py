@@ -127,7 +127,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         registry = load_tool_registry(config) if config.bus.kind != "none" else None
         box = Toolbox.from_config(config, registry, outcomes=getattr(memory, "experience", None),
                                   clock=overrides.get("clock"))
-        attach_bus(config, box.registry)  # bus.kind none: nothing changes
+        attach_bus(config, box.registry, box.mcp)  # bus.kind none: nothing changes
         kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
     if config.log.format != "off" and "sinks" not in overrides:
         kwargs["sinks"] = [StructlogSink()]

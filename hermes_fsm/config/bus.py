@@ -3,7 +3,10 @@
 - the orchestrator's side, :func:`attach_bus`: the configured local tools of the registry
   go over the bus (the executor and the engine do not change);
 - the worker's side, :func:`build_worker`: ``hermes-fsm worker`` serving a tool group
-  with a sandbox pool, fenced by the session store's effects journal.
+  with a sandbox pool, fenced by the session store's effects journal;
+- MCP servers the configuration gives the bus (``bus.mcp_servers``): the workers of
+  ``bus.group`` start them and serve their tools, the orchestrator does not start them
+  and calls their tools over the bus (:mod:`hermes_fsm.tools.bus.mcp`).
 
 ``bus.kind: none`` (the default) builds nothing: tools run in the orchestrator's process
 as they always did.
@@ -19,12 +22,15 @@ from hermes_fsm.config.store import build_store
 from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.bus.child import load_registry
+from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
 from hermes_fsm.tools.bus.inprocess import InProcessBus
+from hermes_fsm.tools.bus.mcp import RemoteMCPServer, RoutedRunner, catalog, mcp_specs
 from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply
 from hermes_fsm.tools.bus.protocol import Bus
 from hermes_fsm.tools.bus.remote import serve_over_bus
 from hermes_fsm.tools.bus.sandbox import SandboxLimits, SandboxPool
-from hermes_fsm.tools.bus.worker import Worker, specs_of
+from hermes_fsm.tools.bus.worker import ToolSpec, Worker, specs_of
+from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -86,16 +92,41 @@ def build_bus(config: HermesConfig) -> Bus | None:
                            max_deliveries=b.max_deliveries)
 
 
-def attach_bus(config: HermesConfig, registry: ToolRegistry) -> Bus | None:
+def _check_mcp_servers(config: HermesConfig) -> None:
+    b = config.bus
+    if not b.mcp_servers:
+        return
+    if b.kind != "redis":
+        raise ConfigError(f"bus.mcp_servers ({', '.join(b.mcp_servers)}) are run by "
+                          "`hermes-fsm worker` processes on the Redis bus: set "
+                          f"HERMES_BUS_URL (or bus.kind: redis), not {b.kind!r}")
+    unknown = sorted(set(b.mcp_servers) - set(config.mcp_servers))
+    if unknown:
+        raise ConfigError(f"bus.mcp_servers names {', '.join(unknown)}, not in mcp_servers "
+                          f"(configured: {', '.join(sorted(config.mcp_servers)) or 'none'}); "
+                          "list the names of mcp_servers entries the workers should run")
+
+
+def attach_bus(config: HermesConfig, registry: ToolRegistry,
+               mcp: MCPServers | None = None) -> Bus | None:
     """Send the configured local tools of ``registry`` over the configured bus; returns
-    the bus (``None`` when ``bus.kind`` is ``none``: nothing changes).
+    the bus (``None`` when ``bus.kind`` is ``none``: nothing changes). The MCP servers of
+    ``bus.mcp_servers`` join ``mcp`` as stand-ins whose tools the workers serve.
 
     Raises:
-        ConfigError: ``bus.tools`` names a tool the registry lacks.
+        ConfigError: ``bus.tools`` names a tool the registry lacks; ``bus.mcp_servers``
+            names a server not configured, or the bus is not Redis.
     """
     bus = build_bus(config)
     if bus is None:
         return None
+    _check_mcp_servers(config)
+    if mcp is not None:
+        for name in config.bus.mcp_servers:
+            server = config.mcp_servers[name]
+            mcp.add(RemoteMCPServer(name, server.transport, bus, config.bus.group, registry,
+                                    refresh_s=config.bus.heartbeat_s,
+                                    connect_timeout_s=min(server.connect_timeout_s, 10.0)))
     names = config.bus.tools
     if names is not None:
         unknown = sorted(set(names) - set(registry.names()))
@@ -138,23 +169,51 @@ class EmbeddedWorkerBus(InProcessBus):
 
 @dataclass(slots=True)
 class WorkerSetup:
-    """A worker with what it runs on: the bus, its sandbox pool and its fence store."""
+    """A worker with what it runs on: the bus, its sandbox pool, its fence store, and the
+    MCP servers it runs (``mcp``, with the registry their tools are in)."""
 
     worker: Worker
     bus: Bus
     pool: SandboxPool
     fence: Any
+    mcp: MCPServers | None = None
+    local: dict[str, ToolSpec] | None = None
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Open the fence, start the pool, serve until ``stop``; then release all."""
+        """Open the fence, start the pool and the MCP servers, serve until ``stop``; then
+        release all."""
         await self.fence.open()
+        sync: asyncio.Task[None] | None = None
         try:
             await self.pool.start()
+            if self.mcp is not None:
+                await self.mcp.start()
+                self.sync_tools()
+                sync = asyncio.get_running_loop().create_task(self._sync_tools())
             await self.worker.run(stop)
         finally:
+            if sync is not None:
+                sync.cancel()
+            if self.mcp is not None:
+                await self.mcp.aclose()
             await self.pool.aclose()
             await self.bus.aclose()
             await self.fence.close()
+
+    def sync_tools(self) -> None:
+        """Serve what the MCP servers list now, beside the local tools."""
+        if self.mcp is None:
+            return
+        registry = self.mcp.registry
+        worker = self.worker
+        worker.tools = {**(self.local or {}), **mcp_specs(registry)}
+        worker.info.tools = sorted(worker.tools)
+        worker.info.catalog = catalog(registry)
+
+    async def _sync_tools(self) -> None:
+        while True:  # a server restarted, or its tools changed (list_changed)
+            await asyncio.sleep(self.worker.heartbeat_s)
+            self.sync_tools()
 
 
 def build_worker(config: HermesConfig, *, group: str | None = None,
@@ -171,12 +230,23 @@ def build_worker(config: HermesConfig, *, group: str | None = None,
         raise ConfigError("a worker serves a Redis bus: set HERMES_BUS_URL (or bus: {kind: "
                           "redis} in the config file) — with bus.kind "
                           f"{b.kind!r} the orchestrator runs its tools itself")
+    _check_mcp_servers(config)
     bus = build_bus(config)
     assert bus is not None
     registry = load_tool_registry(config)
     size = concurrency or b.concurrency
     pool = SandboxPool(b.registry, size=size, limits=sandbox_limits(config))
     fence = build_store(config)
-    worker = Worker(bus, group or b.group, specs_of(registry, b.tools), pool, fence=fence,
-                    concurrency=size, heartbeat_s=b.heartbeat_s, worker_id=worker_id)
-    return WorkerSetup(worker, bus, pool, fence)
+    group = group or b.group
+    local = specs_of(registry, b.tools)
+    runner: Any = pool
+    servers = None
+    if b.mcp_servers and group == b.group:  # the MCP servers this group's workers run
+        directory = config.tools.contracts_dir or default_tool_contract_dir()
+        pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
+        servers = MCPServers({n: config.mcp_servers[n] for n in b.mcp_servers},
+                             ToolRegistry(), pinned)
+        runner = RoutedRunner(pool, servers.registry)
+    worker = Worker(bus, group, local, runner, fence=fence, concurrency=size,
+                    heartbeat_s=b.heartbeat_s, worker_id=worker_id)
+    return WorkerSetup(worker, bus, pool, fence, servers, local)

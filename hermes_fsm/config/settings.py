@@ -218,6 +218,9 @@ class BusConfig(_Strict):
     heartbeat_s: float = Field(default=2.0, gt=0.0)
     concurrency: int = Field(default=4, ge=1)
     sandbox: SandboxConfig = SandboxConfig()
+    mcp_servers: list[str] = []
+    """Names of ``mcp_servers`` entries the workers of ``group`` start and serve (the
+    orchestrator then does not start them; ``kind: redis`` only)."""
 
 
 class TelemetryConfig(_Strict):

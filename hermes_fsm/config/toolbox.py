@@ -78,6 +78,8 @@ class Toolbox:
         executor = ToolExecutor(registry, max_result_chars=config.tools.max_result_chars,
                                 **executor_options)
         servers = dict(config.mcp_servers)
+        if config.bus.kind != "none":  # those the bus's workers run (hermes_fsm.tools.bus.mcp)
+            servers = {n: c for n, c in servers.items() if n not in config.bus.mcp_servers}
         demo = servers.get("demo")
         if demo is not None and config.timezone and "HERMES_TIMEZONE" not in demo.env:
             # the bundled calendar counts its days in the configured zone too

@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from hermes_fsm.tools.bus.messages import (
@@ -85,13 +85,17 @@ class WorkerInfo:
     served: int = 0
     started_at: float = 0.0
     last_heartbeat: float = 0.0
+    catalog: list[dict[str, Any]] = field(default_factory=list)
+    """The contracts of the MCP tools it serves (:mod:`~hermes_fsm.tools.bus.mcp`): the
+    orchestrator registers its stand-ins from them."""
 
     def as_dict(self) -> dict[str, Any]:
         """The heartbeat as JSON-ready fields."""
         return {"worker_id": self.worker_id, "group": self.group, "tools": self.tools,
                 "pid": self.pid, "host": self.host, "concurrency": self.concurrency,
                 "in_flight": self.in_flight, "served": self.served,
-                "started_at": self.started_at, "last_heartbeat": self.last_heartbeat}
+                "started_at": self.started_at, "last_heartbeat": self.last_heartbeat,
+                "catalog": self.catalog}
 
 
 @runtime_checkable

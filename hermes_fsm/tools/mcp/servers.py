@@ -49,6 +49,12 @@ class MCPServers:
         """Stop every server and unregister their tools."""
         await asyncio.gather(*(c.aclose() for c in self._connections.values()))
 
+    def add(self, connection: Any) -> None:
+        """Add a server started elsewhere, by anything with :class:`MCPConnection`'s
+        lifecycle (``start``, ``aclose``, ``info``; the execution bus's stand-in for a
+        server its workers run, :class:`~hermes_fsm.tools.bus.mcp.RemoteMCPServer`)."""
+        self._connections[connection.name] = connection
+
     def __getitem__(self, name: str) -> MCPConnection:
         try:
             return self._connections[name]
