@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_fsm.config.store import build_store
 from hermes_fsm.config.telemetry import configure_telemetry
+from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.bus.child import load_registry
-from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_contracts
 from hermes_fsm.tools.bus.inprocess import InProcessBus
 from hermes_fsm.tools.bus.mcp import RemoteMCPServer, RoutedRunner, catalog, mcp_specs
 from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply

@@ -146,7 +146,7 @@ bus: {{kind: redis, prefix: '{prefix}', heartbeat_s: 0.3, mcp_servers: [time, de
         await orchestrator.aclose()
         if worker.poll() is None:
             worker.terminate()
-        out, err = worker.communicate(timeout=30)
+        _out, err = worker.communicate(timeout=30)
         web.terminate()
         web.wait(timeout=10)
         await _drop(prefix)
@@ -155,7 +155,7 @@ bus: {{kind: redis, prefix: '{prefix}', heartbeat_s: 0.3, mcp_servers: [time, de
 
 
 def test_bus_mcp_servers_must_be_configured_and_need_redis():
-    with pytest.raises(ConfigError, match="nope.*not in mcp_servers"):
+    with pytest.raises(ConfigError, match=r"nope.*not in mcp_servers"):
         build_orchestrator(
             HermesConfig(
                 mcp_servers={},
