@@ -131,9 +131,10 @@ async def main() -> None:
         pids = {"worker process": worker.pid, **{f"sandbox child {k}": k for k in kids}}
         if redis_proc is not None:
             pids["redis-server (own)"] = redis_proc.pid
+        stats = (await bus.client.info("commandstats")) if redis_proc is not None else {}
         before = {name: _cpu(pid) for name, pid in pids.items()}
         mine = time.process_time()
-        profile = cProfile.Profile() if args.cprofile else None
+        profile = cProfile.Profile(time.process_time) if args.cprofile else None
         if profile is not None:
             profile.enable()
         wall = await _calls(executor, args.calls)
@@ -141,6 +142,7 @@ async def main() -> None:
             profile.disable()
         mine = time.process_time() - mine
         after = {name: _cpu(pid) for name, pid in pids.items()}
+        stats_after = (await bus.client.info("commandstats")) if redis_proc is not None else {}
     finally:
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
@@ -164,9 +166,15 @@ async def main() -> None:
         total += spent
         print(f"    {name:<30}{spent / n * 1e6:8.1f}")
     print(f"    sum: a floor under the latency {total / n * 1e6:8.1f}")
+    if stats_after:
+        print("  Redis commands per call (own server; heartbeats included)")
+        for name, row in sorted(stats_after.items()):
+            calls = row["calls"] - stats.get(name, {}).get("calls", 0)
+            if calls >= n / 10:
+                print(f"    {name.removeprefix('cmdstat_'):<30}{calls / n:8.2f}")
     if profile is not None:
         print("\norchestrator, hottest by own time:")
-        pstats.Stats(profile).sort_stats("tottime").print_stats(18)
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
     if args.worker_profile:
         print("\nworker, hottest by own time:")
         pstats.Stats(args.worker_profile).sort_stats("tottime").print_stats(18)

@@ -8,7 +8,9 @@ Keys, under a prefix (``hermes`` by default):
                                 trimmed by age (``MINID ~``: an entry older than
                                 ``retention_s`` is past every deadline)
 ``<prefix>:rep:<process>``      replies to one orchestrator process (``XREAD``), trimmed
-                                ``MAXLEN ~``, expiring a day after its last use
+                                ``MAXLEN ~``, expiring a day after its last use; an
+                                entry's ``m`` is a message, its ``a`` (optional) the
+                                ``EXECUTE_ACK`` sent with it
 ``<prefix>:dlq:<group>``        dead letters: malformed requests, requests delivered
                                 ``max_deliveries`` times; ``MAXLEN ~``
 ``<prefix>:worker:<id>``        a worker's heartbeat (JSON), expiring with its TTL
@@ -92,6 +94,7 @@ class RedisStreamsBus:
         self.reply_stream = f"{prefix}:rep:{self.process_id}"
         self.waiters = ReplyWaiters(on_event)
         self._client = client
+        self._own: dict[str, Any] = {}  # a connection of its own per blocking reader
         self._reader: asyncio.Task[None] | None = None
         self._groups_made: set[str] = set()
         self._closed = False
@@ -109,6 +112,15 @@ class RedisStreamsBus:
                 socket_connect_timeout=2.0, health_check_interval=10, retry_on_timeout=True)
             self._client = aioredis.Redis(connection_pool=pool)
         return self._client
+
+    def _connection(self, name: str) -> Any:
+        """A client on a connection of its own, for one loop's blocking reads (the reply
+        reader, a worker's take): no pool checkout per read, and a read blocked for a
+        second holds no connection the calls need."""
+        own = self._own.get(name)
+        if own is None:
+            own = self._own[name] = self.client.client()
+        return own
 
     def _requests(self, group: str) -> str:
         return f"{self.prefix}:req:{group}"
@@ -165,7 +177,8 @@ class RedisStreamsBus:
                 if time.monotonic() - expired_at > 600:
                     await self.client.expire(self.reply_stream, 86_400)
                     expired_at = time.monotonic()
-                got = await self.client.xread({self.reply_stream: last}, count=256, block=1000)
+                got = await self._connection("replies").xread({self.reply_stream: last},
+                                                              count=256, block=1000)
                 backoff = 0.05
             except asyncio.CancelledError:
                 raise
@@ -175,10 +188,14 @@ class RedisStreamsBus:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 2.0)
                 continue
+            deliver = self.waiters.deliver
             for _stream, entries in got or ():
                 for entry_id, fields in entries:
                     last = _text(entry_id)
-                    self.waiters.deliver(fields.get(b"m"), self.reply_stream)
+                    ack = fields.get(b"a")  # an EXECUTE_ACK sent with its answer
+                    if ack is not None:
+                        deliver(ack, self.reply_stream)
+                    deliver(fields.get(b"m"), self.reply_stream)
 
     # --- the worker side -------------------------------------------------------------------
 
@@ -187,8 +204,9 @@ class RedisStreamsBus:
         """See :meth:`Bus.take`."""
         await self._ensure_group(group)
         try:
-            got = await self.client.xreadgroup(_GROUP, consumer, {self._requests(group): ">"},
-                                               count=count, block=max(1, int(block_s * 1000)))
+            got = await self._connection(f"take:{consumer}").xreadgroup(
+                _GROUP, consumer, {self._requests(group): ">"}, count=count,
+                block=max(1, int(block_s * 1000)))
         except Exception as exc:
             self._lost_group(group, exc)
             raise
@@ -244,18 +262,19 @@ class RedisStreamsBus:
 
     async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str, *,
                      ack: ExecuteAck | None = None) -> None:
-        """See :meth:`Bus.finish` (one pipelined round trip: the replies, then the ack;
-        ``EXECUTE_ACK`` and the answer arrive in one read of the reply stream)."""
+        """See :meth:`Bus.finish` (one pipelined round trip: the reply, then the XACK; an
+        ``EXECUTE_ACK`` not sent yet rides in the answer's entry, field ``a``: one entry,
+        one read of the reply stream)."""
         if reply_to and not reply_to.startswith(f"{self.prefix}:rep:"):
             await self.reply_raw(reply_to, b"")  # refused, with its event
             reply_to = ""
         async with self.client.pipeline(transaction=False) as pipe:
             if reply_to:
+                fields = {"m": encode(message)}
                 if ack is not None:
-                    pipe.xadd(reply_to, {"m": encode(ack)}, maxlen=self.max_replies,
-                              approximate=True)
-                pipe.xadd(reply_to, {"m": encode(message)}, maxlen=self.max_replies,
-                          approximate=True)
+                    fields["a"] = encode(ack)
+                pipe.xadd(reply_to, fields,
+                          maxlen=self.max_replies, approximate=True)
             pipe.xack(self._requests(group), _GROUP, entry_id)
             await pipe.execute()
 
@@ -304,6 +323,12 @@ class RedisStreamsBus:
             try:
                 await reader
             except (asyncio.CancelledError, Exception):
+                pass
+        own, self._own = list(self._own.values()), {}
+        for client in own:
+            try:
+                await client.aclose()
+            except Exception:  # Redis away: nothing to release
                 pass
         if self._client is not None:
             try:

@@ -99,12 +99,21 @@ class ToolSpec:
 class _PendingAck:
     """A call's ``EXECUTE_ACK`` while it waits to be sent (see :meth:`Worker._ack_later`)."""
 
-    __slots__ = ("ack", "sending", "task")
+    __slots__ = ("ack", "sending", "task", "timer")
 
     def __init__(self, ack: ExecuteAck) -> None:
         self.ack = ack
         self.sending = False
-        self.task: asyncio.Task[None] | None = None
+        self.task: asyncio.Task[None] | None = None  # the send, once the timer fired
+        self.timer: asyncio.TimerHandle | None = None
+
+    def hold(self) -> bool:
+        """Keep the ack from going out on its own; ``False`` when it is already going."""
+        if self.sending:
+            return False
+        if self.timer is not None:
+            self.timer.cancel()
+        return True
 
 
 class Worker:
@@ -264,24 +273,22 @@ class Worker:
         spec = self.tools.get(request.tool_name)
         pending = _PendingAck(ExecuteAck(request_id=rid, worker_id=self.worker_id,
                                          scheduled_at=time.time(), delivery=delivery.count))
-        pending.task = asyncio.get_running_loop().create_task(  # not in the call's path
-            self._ack_later(request.reply_to, pending))
+        pending.timer = asyncio.get_running_loop().call_later(  # a timer, not a task
+            self.ack_after_s, self._ack_later, request.reply_to, pending)
         self._acks[delivery.entry_id] = pending
         try:
             await self._run(request, spec, delivery)
         finally:
             self._acks.pop(delivery.entry_id, None)
-            if not pending.sending:  # not out: the answer carried it (or there is none)
-                pending.task.cancel()
-            else:
-                await pending.task  # its failure (the bus away) leaves the entry pending
+            if not pending.hold() and pending.task is not None:  # its failure (the bus
+                await pending.task  # away) leaves the entry pending
 
-    async def _ack_later(self, reply_to: str, pending: _PendingAck) -> None:
+    def _ack_later(self, reply_to: str, pending: _PendingAck) -> None:
         """Send ``EXECUTE_ACK`` once the call has run ``ack_after_s`` (a quicker one
         carries it with its answer, in :meth:`_answer`: one round trip fewer)."""
-        await asyncio.sleep(self.ack_after_s)
         pending.sending = True
-        await self.bus.reply(reply_to, pending.ack)
+        pending.task = asyncio.get_running_loop().create_task(
+            self.bus.reply(reply_to, pending.ack))
 
     async def _run(self, request: ExecuteRequest, spec: ToolSpec | None,
                    delivery: Delivery) -> None:
@@ -369,11 +376,10 @@ class Worker:
                       ) -> None:
         pending = self._acks.pop(delivery.entry_id, None)
         ack = None
-        if pending is not None and pending.task is not None:
-            if not pending.sending:  # not out yet: it goes with the answer, just before it
-                pending.task.cancel()
+        if pending is not None:
+            if pending.hold():  # not out yet: it goes with the answer, just before it
                 ack = pending.ack
-            else:
+            elif pending.task is not None:
                 await pending.task  # going out: the ack stays ahead of the answer
         await self.bus.finish(request.reply_to, reply, self.group, delivery.entry_id, ack=ack)
 
