@@ -37,10 +37,10 @@ sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != _BENCH]
 if str(_BENCH.parent) not in sys.path:
     sys.path.insert(1, str(_BENCH.parent))
 
-from hermes_fsm.tools.bus.redis_streams import RedisStreamsBus  # noqa: E402
-from hermes_fsm.tools.bus.remote import serve_over_bus  # noqa: E402
-from hermes_fsm.tools.executor import ToolExecutor  # noqa: E402
-from tests.bus import tools as bench_tools  # noqa: E402
+from hermes_fsm.tools.bus.redis_streams import RedisStreamsBus
+from hermes_fsm.tools.bus.remote import serve_over_bus
+from hermes_fsm.tools.executor import ToolExecutor
+from tests.bus import tools as bench_tools
 
 ROOT = _BENCH.parent
 TICK = os.sysconf("SC_CLK_TCK")
@@ -89,24 +89,31 @@ async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=2000)
     parser.add_argument("--cprofile", action="store_true")
-    parser.add_argument("--worker-profile", metavar="PATH",
-                        help="run the worker under cProfile, its stats written to PATH")
+    parser.add_argument(
+        "--worker-profile",
+        metavar="PATH",
+        help="run the worker under cProfile, its stats written to PATH",
+    )
     args = parser.parse_args()
     redis_proc = None
     server = shutil.which("redis-server")
     if server:
         port = _free_port()
-        redis_proc = subprocess.Popen([server, "--port", str(port), "--save", "",
-                                       "--appendonly", "no"], stdout=subprocess.DEVNULL)
+        redis_proc = subprocess.Popen(
+            [server, "--port", str(port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+        )
         url = f"redis://127.0.0.1:{port}/0"
     else:
         url = os.environ.get("HERMES_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
     prefix = f"hermes-bench-profile:{uuid.uuid4().hex}"
     workdir = Path(tempfile.mkdtemp(prefix="hermes-bench-profile-"))
     config = workdir / "hermes.yaml"
-    config.write_text("mcp_servers: {}\nlog: {format: 'off'}\nsessions: {store: memory}\n"
-                      f"bus: {{kind: redis, url: '{url}', prefix: '{prefix}', heartbeat_s: 0.5,"
-                      " registry: 'tests.bus.tools:registry', concurrency: 1}\n")
+    config.write_text(
+        "mcp_servers: {}\nlog: {format: 'off'}\nsessions: {store: memory}\n"
+        f"bus: {{kind: redis, url: '{url}', prefix: '{prefix}', heartbeat_s: 0.5,"
+        " registry: 'tests.bus.tools:registry', concurrency: 1}\n"
+    )
     bus = RedisStreamsBus(url, prefix=prefix)
     for _ in range(100):
         try:
@@ -115,9 +122,23 @@ async def main() -> None:
         except Exception:
             await asyncio.sleep(0.05)
     wrap = ["-m", "cProfile", "-o", args.worker_profile] if args.worker_profile else []
-    worker = subprocess.Popen([sys.executable, *wrap, "-m", "hermes_fsm.cli.main", "--config",
-                               str(config), "worker", "--id", "profile", "--concurrency", "1"],
-                              cwd=ROOT, stdout=subprocess.DEVNULL)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            *wrap,
+            "-m",
+            "hermes_fsm.cli.main",
+            "--config",
+            str(config),
+            "worker",
+            "--id",
+            "profile",
+            "--concurrency",
+            "1",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+    )
     registry = bench_tools.build_registry()
     serve_over_bus(registry, bus)
     executor = ToolExecutor(registry)
@@ -155,10 +176,12 @@ async def main() -> None:
             redis_proc.wait(timeout=10)
         shutil.rmtree(workdir, ignore_errors=True)
     n = args.calls
-    print(f"no-op over the Redis bus, {n} sequential calls; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    print(f"  wall-clock per call: p50 {_pct(wall, .5):.3f} ms, p99 {_pct(wall, .99):.3f} ms")
-    print("  CPU per call (µs, /proc ticks of 1/%d s: ±%.0f µs each)" % (TICK, 1e6 / TICK / n))
+    print(
+        f"no-op over the Redis bus, {n} sequential calls; load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    print(f"  wall-clock per call: p50 {_pct(wall, 0.5):.3f} ms, p99 {_pct(wall, 0.99):.3f} ms")
+    print(f"  CPU per call (µs, /proc ticks of 1/{TICK} s: ±{1e6 / TICK / n:.0f} µs each)")
     total = mine
     print(f"    orchestrator (this process)   {mine / n * 1e6:8.1f}")
     for name in pids:
