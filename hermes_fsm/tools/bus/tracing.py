@@ -24,16 +24,26 @@ __all__ = ["execute_span", "request_span", "trace_context"]
 _tracer = trace.get_tracer("hermes_fsm.bus")
 
 
+def _off() -> bool:
+    """No tracer provider was ever set (no SDK configured): every span would be a no-op,
+    so none is opened and no context written (what a call costs stays the bus's)."""
+    return isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+
+
 def trace_context() -> dict[str, str]:
     """The current trace context as message fields (``{}`` when nothing is traced)."""
     carrier: dict[str, str] = {}
-    propagate.inject(carrier)
+    if not _off():
+        propagate.inject(carrier)
     return carrier
 
 
 @contextmanager
 def request_span(tool: str, call_id: str) -> Iterator[Any]:
     """The orchestrator's span of one request (set ``hermes.request_id`` on it)."""
+    if _off():
+        yield trace.INVALID_SPAN
+        return
     with _tracer.start_as_current_span(
             "hermes.tool_request", kind=trace.SpanKind.CLIENT,
             attributes={"hermes.tool": tool, "hermes.call_id": call_id}) as span:
@@ -43,6 +53,9 @@ def request_span(tool: str, call_id: str) -> Iterator[Any]:
 @contextmanager
 def execute_span(carrier: dict[str, str], attributes: dict[str, Any]) -> Iterator[Any]:
     """The worker's span of one execution, a child of the request's (from ``carrier``)."""
+    if _off():
+        yield trace.INVALID_SPAN
+        return
     parent = propagate.extract(carrier) if carrier else None
     with _tracer.start_as_current_span("hermes.tool_execute", context=parent,
                                        kind=trace.SpanKind.SERVER,
