@@ -23,6 +23,21 @@ if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.
 
     class Recordable(RecordingSource, SinkHost, Protocol):
         """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is one)."""
+else:
+    def __getattr__(name: str) -> object:
+        """``Recordable`` is built when first asked for: its bases import the event model,
+        which ``hermes-fsm --help`` does without."""
+        if name != "Recordable":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from hermes_fsm.events.recording import RecordingSource
+        from hermes_fsm.events.sinks import SinkHost
+
+        class Recordable(RecordingSource, SinkHost, Protocol):
+            """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is
+            one)."""
+
+        globals()["Recordable"] = Recordable
+        return Recordable
 
 __all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
            "one_turn", "render_graph", "run_view"]
