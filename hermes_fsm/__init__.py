@@ -12,23 +12,22 @@ ASGI app) and ``PostgresStore`` (psycopg, an extra) are imported when first used
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING
 
+from hermes_fsm._internal.lazy import lazy_face
 from hermes_fsm._internal.version import VERSION
-from hermes_fsm.brain import Brain, BrainRequest, OpenAIBrain, RulesBrain
-from hermes_fsm.config import HermesConfig, build_orchestrator, load_config
-from hermes_fsm.contracts import Contract
-from hermes_fsm.engine import Orchestrator, TurnContext, TurnResult
-from hermes_fsm.errors import HermesError
-from hermes_fsm.events import Event, EventSink
-from hermes_fsm.replay import Replayer
-from hermes_fsm.store import InMemoryStore, SQLiteStore
-from hermes_fsm.tools import Tool, ToolRegistry
 
-if TYPE_CHECKING:  # imported on first use (see __getattr__)
+if TYPE_CHECKING:  # imported on first use (see _FACE below); typed here for checkers
+    from hermes_fsm.brain import Brain, BrainRequest, OpenAIBrain, RulesBrain
+    from hermes_fsm.config import HermesConfig, build_orchestrator, load_config
+    from hermes_fsm.contracts import Contract
+    from hermes_fsm.engine import Orchestrator, TurnContext, TurnResult
+    from hermes_fsm.errors import HermesError
+    from hermes_fsm.events import Event, EventSink
+    from hermes_fsm.replay import Replayer
     from hermes_fsm.server.app import create_app
-    from hermes_fsm.store.postgres import PostgresStore
+    from hermes_fsm.store import InMemoryStore, PostgresStore, SQLiteStore
+    from hermes_fsm.tools import Tool, ToolRegistry
 
 __version__ = VERSION
 
@@ -57,9 +56,21 @@ __all__ = [
     "load_config",
 ]
 
-_LAZY = {"create_app": "hermes_fsm.server.app", "PostgresStore": "hermes_fsm.store.postgres"}
-"""Names of the face imported on first use: the server costs ~10 % of ``import hermes_fsm``
-(measured with ``python -X importtime``), psycopg is an extra."""
+_FACE = {
+    **dict.fromkeys(["Brain", "BrainRequest", "OpenAIBrain", "RulesBrain"], "hermes_fsm.brain"),
+    **dict.fromkeys(["HermesConfig", "build_orchestrator", "load_config"], "hermes_fsm.config"),
+    "Contract": "hermes_fsm.contracts",
+    **dict.fromkeys(["Orchestrator", "TurnContext", "TurnResult"], "hermes_fsm.engine"),
+    "HermesError": "hermes_fsm.errors",
+    **dict.fromkeys(["Event", "EventSink"], "hermes_fsm.events"),
+    "Replayer": "hermes_fsm.replay",
+    "create_app": "hermes_fsm.server.app",
+    **dict.fromkeys(["InMemoryStore", "PostgresStore", "SQLiteStore"], "hermes_fsm.store"),
+    **dict.fromkeys(["Tool", "ToolRegistry"], "hermes_fsm.tools"),
+}
+"""Where each name of the face lives. Every one is imported on first use, so ``import
+hermes_fsm.cli.main`` (``hermes-fsm --help``) does not pay for the engine, the brains, the
+memory tiers or the server; psycopg is an extra."""
 
 _MOVED = {
     **dict.fromkeys(
@@ -77,18 +88,7 @@ _MOVED = {
     "Session": "hermes_fsm.engine.session",
 }
 """Names the package root exported before it was cut down to the face above: still found
-here (each module is imported already, so this costs nothing), but not part of the face —
-import them from their module (type checkers see them there only)."""
+here (imported on first use, like the face), but not part of the face — import them from
+their module (type checkers see them there only)."""
 
-
-def __getattr__(name: str) -> object:
-    module = _LAZY.get(name) or _MOVED.get(name)
-    if module is None:
-        raise AttributeError(f"module 'hermes_fsm' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # found once; later lookups do not come here
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_face(__name__, {**_MOVED, **_FACE})

@@ -10,18 +10,37 @@
 
 from __future__ import annotations
 
-from hermes_fsm.brain.openai import OpenAIBrain
-from hermes_fsm.brain.protocol import (
-    Brain,
-    BrainReply,
-    BrainRequest,
-    Repair,
-    RepairError,
-    Summarizer,
-    SummaryRequest,
-    ToolDescription,
-)
-from hermes_fsm.brain.rules import RuleBook, RulesBrain
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.brain.openai import OpenAIBrain
+    from hermes_fsm.brain.protocol import (
+        Brain,
+        BrainReply,
+        BrainRequest,
+        Repair,
+        RepairError,
+        Summarizer,
+        SummaryRequest,
+        ToolDescription,
+    )
+    from hermes_fsm.brain.rules import RuleBook, RulesBrain
 
 __all__ = ["Brain", "BrainReply", "BrainRequest", "OpenAIBrain", "Repair", "RepairError",
            "RuleBook", "RulesBrain", "Summarizer", "SummaryRequest", "ToolDescription"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "Brain": "hermes_fsm.brain.protocol",
+    "BrainReply": "hermes_fsm.brain.protocol",
+    "BrainRequest": "hermes_fsm.brain.protocol",
+    "OpenAIBrain": "hermes_fsm.brain.openai",
+    "Repair": "hermes_fsm.brain.protocol",
+    "RepairError": "hermes_fsm.brain.protocol",
+    "RuleBook": "hermes_fsm.brain.rules",
+    "RulesBrain": "hermes_fsm.brain.rules",
+    "Summarizer": "hermes_fsm.brain.protocol",
+    "SummaryRequest": "hermes_fsm.brain.protocol",
+    "ToolDescription": "hermes_fsm.brain.protocol",
+})

@@ -15,13 +15,12 @@ import argparse
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_fsm.config.settings import HermesConfig
-from hermes_fsm.config.store import build_store
 from hermes_fsm.errors import UsageError
-from hermes_fsm.events.evidence import chain_text, evidence_chains
-from hermes_fsm.events.recording import load_recording
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.config.settings import HermesConfig
 
 __all__ = ["add_explain_parser", "run_explain"]
 
@@ -40,6 +39,8 @@ def add_explain_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run_explain(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """Run ``explain``; returns the exit code."""
+    from hermes_fsm.events.evidence import chain_text, evidence_chains
+
     events = _events(args.session, config)
     chains = evidence_chains(events)
     if not chains:
@@ -58,6 +59,9 @@ def run_explain(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> 
 
 
 def _events(session: str, config: HermesConfig) -> list[dict[str, Any]]:
+    from hermes_fsm.config.store import build_store
+    from hermes_fsm.events.recording import load_recording
+
     path = Path(session)
     if path.suffix == ".jsonl" or path.is_file():
         if not path.is_file():

@@ -30,13 +30,11 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
-
-import structlog
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from hermes_fsm._internal.redact import redact
-from hermes_fsm.cli.console import ConsolePrinter
 from hermes_fsm.cli.explain import add_explain_parser, run_explain
+from hermes_fsm.cli.leave import leave
 from hermes_fsm.cli.memory import add_memory_parser, run_memory
 from hermes_fsm.cli.record import add_record_parser, run_record
 from hermes_fsm.cli.replay import add_replay_parser, run_replay
@@ -51,26 +49,17 @@ from hermes_fsm.cli.view import (
     run_view,
 )
 from hermes_fsm.cli.worker import add_worker_parsers, run_worker, run_workers
-from hermes_fsm.config.build import build_orchestrator
-from hermes_fsm.config.local_tools import configured_registry
-from hermes_fsm.config.settings import HermesConfig, load_config
-from hermes_fsm.config.toolbox import Toolbox
-from hermes_fsm.contracts.check import (
-    check_contracts,
-    check_tool_contracts,
-    default_contract_dir,
-    export_contracts,
-    export_tool_contracts,
-)
-from hermes_fsm.contracts.tools import default_tool_contract_dir
-from hermes_fsm.engine.orchestrator import Orchestrator
 from hermes_fsm.errors import ContextOverflow, HermesError
-from hermes_fsm.events.sinks import EventSink
-from hermes_fsm.graph.loader import default_graph_path, load_graph
-from hermes_fsm.server.serve import serve as serve_app
-from hermes_fsm.tools.bus.messages import BUS_CONTRACTS
 
-__all__ = ["main"]
+# A command imports what it runs when it runs: `--help` and `graph` start without the
+# engine, the memory tiers (numpy, Qdrant, embedders), the MCP SDK, Redis or psycopg
+# (tests/test_cli_imports.py; bench/cli.py measures the whole process).
+if TYPE_CHECKING:
+    from hermes_fsm.config.settings import HermesConfig
+    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.events.sinks import EventSink
+
+__all__ = ["entry", "main"]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -181,6 +170,8 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
     except SystemExit as exit_:  # usage errors (2) and --help (0), already printed
         return int(exit_.code or 0)
     try:
+        from hermes_fsm.config.settings import load_config
+
         config = load_config(args.config)
         if getattr(args, "graph", None):
             config = config.model_copy(update={"graph": Path(args.graph)})
@@ -204,6 +195,12 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None) -> int:
         return 130
 
 
+def entry() -> NoReturn:
+    """The ``hermes-fsm`` script: :func:`main` on the process's arguments, then leave
+    without the interpreter's teardown (:mod:`hermes_fsm.cli.leave`)."""
+    leave(main())
+
+
 def _silence_stdout() -> None:
     """Point stdout at /dev/null, so the interpreter's last flush does not fail again."""
     try:
@@ -216,6 +213,7 @@ def _silence_stdout() -> None:
 def _configure_logging(config: HermesConfig) -> None:
     if config.log.format == "off":
         return
+    import structlog
 
     renderer: Any = (structlog.processors.JSONRenderer() if config.log.format == "json"
                      else structlog.dev.ConsoleRenderer())
@@ -229,17 +227,23 @@ def _configure_logging(config: HermesConfig) -> None:
 
 
 def _orchestrator(config: HermesConfig, printer: EventSink) -> Orchestrator:
+    from hermes_fsm.config.build import build_orchestrator
+
     orchestrator = build_orchestrator(config)
+    if orchestrator.mcp is not None:  # a server starts when a turn first calls its tools
+        orchestrator.mcp.on_demand = True
     orchestrator.add_sink(printer)
     return orchestrator
 
 
 def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.console import ConsolePrinter
+
     orchestrator = _orchestrator(config, ConsolePrinter(out, as_json=args.json))
     recorder = attach_recording(orchestrator, args.record)
 
     async def turn() -> Any:
-        async with orchestrator:  # MCP servers up for the turn, down after it
+        async with orchestrator:  # MCP servers start at their first call, stop after it
             return await orchestrator.run_turn(args.session, args.text, user_id=args.user)
 
     try:
@@ -260,6 +264,8 @@ def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.console import ConsolePrinter
+
     printer = ConsolePrinter(out)
     orchestrator = _orchestrator(config, printer)
     if args.quiet:
@@ -300,12 +306,26 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+
     graph = load_graph(config.graph or default_graph_path())
     out.write(render_graph(graph, args.format))
     return 0
 
 
 def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.config.local_tools import configured_registry
+    from hermes_fsm.contracts.check import (
+        check_contracts,
+        check_tool_contracts,
+        default_contract_dir,
+        export_contracts,
+        export_tool_contracts,
+    )
+    from hermes_fsm.contracts.tools import default_tool_contract_dir
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+    from hermes_fsm.tools.bus.messages import BUS_CONTRACTS
+
     graph = load_graph(config.graph or default_graph_path())
     directory = args.dir or default_contract_dir()
     tools_dir = args.tools_dir or config.tools.contracts_dir or default_tool_contract_dir()
@@ -331,6 +351,8 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
 
 
 def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.config.toolbox import Toolbox
+
     box = Toolbox.from_config(config)
 
     async def survey() -> list[dict[str, Any]]:
@@ -364,6 +386,8 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.server.serve import serve as serve_app
+
     return serve_app(config, host=args.host, port=args.port, out=out)
 
 
@@ -376,4 +400,4 @@ def _replay(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+    entry()

@@ -14,10 +14,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
-from hermes_fsm.config.build import build_orchestrator
-from hermes_fsm.config.memory import build_memory
 from hermes_fsm.errors import UsageError
-from hermes_fsm.memory.profile import profile_as_of, rollback_updates
 
 __all__ = ["add_memory_parser", "run_memory"]
 
@@ -79,6 +76,9 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
     if args.action == "rollback" and as_of is None:
         raise UsageError("memory rollback needs --as-of TIME: hermes-fsm memory rollback "
                          "--user U --as-of 2026-03-01T12:00")
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.profile import profile_as_of
+
     memory = build_memory(config.memory)
 
     async def act() -> int:
@@ -133,6 +133,8 @@ def _confirmed(args: argparse.Namespace, question: str, stdin: TextIO | None,
 async def _forget_matching(config: Any, args: argparse.Namespace, out: TextIO,
                            stdin: TextIO | None) -> int:
     """Erase the items of ``args.user`` mentioning ``args.query`` (after confirmation)."""
+    from hermes_fsm.config.memory import build_memory
+
     memory = build_memory(config.memory)
     try:
         matching = await memory.matching(args.user, args.query)
@@ -174,6 +176,8 @@ def _time(text: str | None) -> datetime | None:
 async def _rollback(memory: Any, user: str, as_of: datetime, as_json: bool,
                     out: TextIO) -> int:
     """Make ``user``'s profile what it was at ``as_of`` (new versions; nothing erased)."""
+    from hermes_fsm.memory.profile import rollback_updates
+
     items = await memory.items(user)
     updates = rollback_updates(items, as_of)
     now = datetime.now(UTC)
@@ -193,6 +197,8 @@ async def _rollback(memory: Any, user: str, as_of: datetime, as_json: bool,
 
 async def _forget(config: Any, user: str, as_json: bool, out: TextIO) -> int:
     """Forget ``user`` in memory and in the session store (``Orchestrator.forget_user``)."""
+    from hermes_fsm.config.build import build_orchestrator
+
     orchestrator = build_orchestrator(config, sinks=())
     try:
         report = await orchestrator.forget_user(user)

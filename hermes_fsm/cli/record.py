@@ -10,16 +10,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from pydantic import ValidationError
-
-from hermes_fsm.config.build import build_orchestrator
-from hermes_fsm.config.settings import HermesConfig
-from hermes_fsm.config.store import build_store
 from hermes_fsm.errors import SessionError, StoreError
-from hermes_fsm.events.model import EVENT_ADAPTER
-from hermes_fsm.events.recording import recording_header
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.config.settings import HermesConfig
 
 __all__ = ["add_record_parser", "export_recording", "run_record"]
 
@@ -42,6 +38,13 @@ async def export_recording(config: HermesConfig, session_id: str) -> str:
         SessionError: the store has no such session.
         StoreError: the store failed, or a stored event cannot be read (naming its seq).
     """
+    from pydantic import ValidationError
+
+    from hermes_fsm.config.build import build_orchestrator
+    from hermes_fsm.config.store import build_store
+    from hermes_fsm.events.model import EVENT_ADAPTER
+    from hermes_fsm.events.recording import recording_header
+
     store = build_store(config)
     await store.open()
     try:

@@ -13,12 +13,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_fsm.cli.recorded import graph_note, recorded_graph_path
 from hermes_fsm.errors import HermesError
-from hermes_fsm.events.recording import GraphInfo, iter_recordings, load_recording
-from hermes_fsm.replay.replayer import Replayer, ReplayResult
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.events.recording import GraphInfo
+    from hermes_fsm.replay.replayer import ReplayResult
 
 __all__ = ["add_replay_parser", "run_replay"]
 
@@ -45,6 +46,10 @@ def add_replay_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def run_replay(args: argparse.Namespace, graph_path: Path | None, out: TextIO,
                err: TextIO | None = None) -> int:
     """Run the replay command; returns the exit code (0 all clean, 1 otherwise)."""
+    from hermes_fsm.cli.recorded import graph_note
+    from hermes_fsm.events.recording import iter_recordings
+    from hermes_fsm.replay.replayer import Replayer
+
     err = err or sys.stderr
     paths = list(iter_recordings(args.recordings))
     if not paths:
@@ -96,6 +101,9 @@ def _by_graph(paths: list[Path], explicit: Path | None
     """Recordings grouped by the graph to replay them on: ``explicit`` for all, else the
     file each header names when it still has the recorded hash, else the bundled graph
     (``None``). Unreadable headers go with the bundled graph (the replay reports them)."""
+    from hermes_fsm.cli.recorded import recorded_graph_path
+    from hermes_fsm.events.recording import load_recording
+
     groups: dict[Path | None, list[tuple[Path, GraphInfo | None]]] = {}
     for path in paths:
         try:

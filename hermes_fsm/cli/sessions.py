@@ -16,8 +16,6 @@ from dataclasses import asdict
 from datetime import timedelta
 from typing import Any, TextIO
 
-from hermes_fsm.config.build import build_orchestrator
-from hermes_fsm.config.store import build_store
 from hermes_fsm.errors import UsageError
 
 __all__ = ["add_sessions_parser", "parse_duration", "run_sessions"]
@@ -74,6 +72,8 @@ def run_sessions(args: argparse.Namespace, config: Any, out: TextIO) -> int:
 
 async def _archive(config: Any, idle: timedelta, dry_run: bool, as_json: bool,
                    out: TextIO) -> int:
+    from hermes_fsm.config.build import build_orchestrator
+
     orchestrator = build_orchestrator(config, sinks=())
     try:
         if orchestrator.store is None:
@@ -106,6 +106,8 @@ async def _archive(config: Any, idle: timedelta, dry_run: bool, as_json: bool,
 
 
 async def _list(config: Any, user: str, as_json: bool, out: TextIO) -> int:
+    from hermes_fsm.config.store import build_store
+
     store = build_store(config)
     await store.open()
     try:

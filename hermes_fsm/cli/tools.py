@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_fsm.config.settings import HermesConfig
-from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.errors import ToolError, UsageError
-from hermes_fsm.tools.registry import Tool, ToolRegistry
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.config.settings import HermesConfig
+    from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["add_tools_parser", "run_tools", "tool_record"]
 
@@ -109,6 +110,8 @@ def _arguments(text: str | None) -> dict[str, Any]:
 
 async def _act(args: argparse.Namespace, config: HermesConfig, arguments: dict[str, Any],
                out: TextIO) -> int:
+    from hermes_fsm.config.toolbox import Toolbox
+
     box = Toolbox.from_config(config)
     await box.mcp.start()
     try:

@@ -11,20 +11,33 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Protocol, TextIO
 
-from hermes_fsm.cli.recorded import graph_for, graph_note
-from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import UsageError
-from hermes_fsm.events.recording import (
-    Recording,
-    RecordingSink,
-    RecordingSource,
-    load_recording,
-)
-from hermes_fsm.events.sinks import SinkHost
 from hermes_fsm.viz.render import GRAPH_FORMATS, render_graph
-from hermes_fsm.viz.view import render_view
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.config.settings import HermesConfig
+    from hermes_fsm.events.recording import Recording, RecordingSink, RecordingSource
+    from hermes_fsm.events.sinks import SinkHost
+
+    class Recordable(RecordingSource, SinkHost, Protocol):
+        """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is one)."""
+else:
+    def __getattr__(name: str) -> object:
+        """``Recordable`` is built when first asked for: its bases import the event model,
+        which ``hermes-fsm --help`` does without."""
+        if name != "Recordable":
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+        from hermes_fsm.events.recording import RecordingSource
+        from hermes_fsm.events.sinks import SinkHost
+
+        class Recordable(RecordingSource, SinkHost, Protocol):
+            """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is
+            one)."""
+
+        globals()["Recordable"] = Recordable
+        return Recordable
 
 __all__ = ["GRAPH_FORMATS", "add_record_option", "add_view_parser", "attach_recording",
            "one_turn", "render_graph", "run_view"]
@@ -61,6 +74,8 @@ def one_turn(recording: Recording, which: str) -> Recording:
         raise UsageError(f"--turn {which}: the recording has {len(turns)} turn(s) "
                          f"({', '.join(ids) or 'none'}); pass a number from 1 to "
                          f"{len(turns)} or one of those ids")
+    from hermes_fsm.events.recording import Recording
+
     turn_id = chosen[0].turn_id
     raw = [r for r in recording.raw if r.get("turn_id") == turn_id]
     return Recording(recording.header, raw, recording.source, list(chosen))
@@ -72,15 +87,13 @@ def add_record_option(p: argparse.ArgumentParser) -> None:
                    help="write each session's events to DIR/<session>.jsonl (for view/replay)")
 
 
-class Recordable(RecordingSource, SinkHost, Protocol):
-    """An orchestrator a recording sink can be attached to (an ``Orchestrator`` is one)."""
-
-
 def attach_recording(orchestrator: Recordable, directory: Path | None) -> RecordingSink | None:
     """Attach a :class:`~hermes_fsm.events.recording.RecordingSink` writing to ``directory``
     (nothing when it is ``None``); returns the sink, or ``None``."""
     if directory is None:
         return None
+    from hermes_fsm.events.recording import RecordingSink
+
     try:
         sink = RecordingSink(directory, orchestrator)
     except OSError as exc:
@@ -92,6 +105,10 @@ def attach_recording(orchestrator: Recordable, directory: Path | None) -> Record
 
 def run_view(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """``hermes-fsm view RECORDING [--out FILE] [--graph PATH]``."""
+    from hermes_fsm.cli.recorded import graph_for, graph_note
+    from hermes_fsm.events.recording import load_recording
+    from hermes_fsm.viz.view import render_view
+
     recording = load_recording(args.recording)
     if getattr(args, "turn", None):
         recording = one_turn(recording, args.turn)

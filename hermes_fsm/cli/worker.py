@@ -14,11 +14,12 @@ import asyncio
 import json
 import signal
 import time
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from hermes_fsm.config.bus import build_bus, build_worker
-from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.errors import ConfigError
+
+if TYPE_CHECKING:  # what the command runs is imported when it runs (hermes_fsm.cli.main)
+    from hermes_fsm.config.settings import HermesConfig
 
 __all__ = ["add_worker_parsers", "run_worker", "run_workers"]
 
@@ -40,6 +41,8 @@ def add_worker_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
 
 def run_worker(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """Serve until interrupted."""
+    from hermes_fsm.config.bus import build_worker
+
     if args.concurrency is not None and args.concurrency < 1:
         raise ConfigError(f"--concurrency {args.concurrency}: give at least 1")
     setup = build_worker(config, group=args.group, concurrency=args.concurrency,
@@ -62,6 +65,8 @@ def run_worker(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
 
 def run_workers(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     """List the workers whose heartbeat is live."""
+    from hermes_fsm.config.bus import build_bus
+
     if config.bus.kind != "redis":
         raise ConfigError("workers list reads the Redis bus: set HERMES_BUS_URL (or bus: "
                           "{kind: redis} in the config file)")

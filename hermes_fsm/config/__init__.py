@@ -11,7 +11,18 @@
 
 from __future__ import annotations
 
-from hermes_fsm.config.build import build_orchestrator
-from hermes_fsm.config.settings import HermesConfig, load_config
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.config.build import build_orchestrator
+    from hermes_fsm.config.settings import HermesConfig, load_config
 
 __all__ = ["HermesConfig", "build_orchestrator", "load_config"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "HermesConfig": "hermes_fsm.config.settings",
+    "build_orchestrator": "hermes_fsm.config.build",
+    "load_config": "hermes_fsm.config.settings",
+})

@@ -15,7 +15,7 @@ from hermes_fsm.errors import ConfigError
 if TYPE_CHECKING:
     from hermes_fsm.config.settings import HermesConfig
 
-__all__ = ["configure_telemetry"]
+__all__ = ["configure_telemetry", "flush_telemetry"]
 
 _configured: list[Any] = []
 
@@ -54,3 +54,13 @@ def configure_telemetry(config: HermesConfig) -> bool:
     trace.set_tracer_provider(provider)
     _configured.append(provider)
     return True
+
+
+def flush_telemetry() -> None:
+    """Export every span still buffered (a no-op when tracing is off in this process).
+
+    What a process calls before it leaves without the interpreter's teardown (the
+    ``hermes-fsm`` command does): the SDK's own flush at exit would not run then.
+    """
+    for provider in _configured:
+        provider.force_flush()

@@ -10,6 +10,16 @@
 
 from __future__ import annotations
 
-from hermes_fsm.contracts.base import Contract, ContractRegistry
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.contracts.base import Contract, ContractRegistry
 
 __all__ = ["Contract", "ContractRegistry"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "Contract": "hermes_fsm.contracts.base",
+    "ContractRegistry": "hermes_fsm.contracts.base",
+})

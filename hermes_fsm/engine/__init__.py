@@ -11,7 +11,18 @@
 
 from __future__ import annotations
 
-from hermes_fsm.engine.orchestrator import Orchestrator
-from hermes_fsm.engine.turn import TurnContext, TurnResult
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.engine.orchestrator import Orchestrator
+    from hermes_fsm.engine.turn import TurnContext, TurnResult
 
 __all__ = ["Orchestrator", "TurnContext", "TurnResult"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "Orchestrator": "hermes_fsm.engine.orchestrator",
+    "TurnContext": "hermes_fsm.engine.turn",
+    "TurnResult": "hermes_fsm.engine.turn",
+})

@@ -35,7 +35,6 @@ from hermes_fsm.events.model import MemoryCommitFailed, MemoryRecalled, MemoryWr
 from hermes_fsm.graph.model import DEFAULT_RECALL
 from hermes_fsm.memory import BackgroundCommits, format_recall
 from hermes_fsm.memory.recall import estimate_tokens
-from hermes_fsm.memory.turn_experience import experiences_of
 
 __all__ = ["apply_memory_updates", "cancel_commits_of", "recalled_memory"]
 
@@ -107,6 +106,10 @@ async def _past_outcomes(turn: TurnContext) -> str:
 
 async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
     """Commit the turn's memory updates and experiences; each outcome becomes an event."""
+    # imported at the first commit, not with the handlers: loading a graph (hermes-fsm
+    # graph) must not import the memory engines (numpy); tests/test_cli_imports.py
+    from hermes_fsm.memory.turn_experience import experiences_of
+
     memory = turn.services.memory
     updates = output.memory_updates
     now = turn.services.clock.now()

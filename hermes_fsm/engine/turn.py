@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
@@ -31,10 +31,12 @@ from hermes_fsm.events.model import (
 )
 from hermes_fsm.events.sinks import EventSink, sink_plan
 from hermes_fsm.graph.model import StateSpec
-from hermes_fsm.memory import Memory
 from hermes_fsm.sources import Clock, SystemClock
-from hermes_fsm.tools.executor import ToolRunner
-from hermes_fsm.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:  # annotations only: loading a graph (its handlers) stays clear of numpy
+    from hermes_fsm.memory import Memory
+    from hermes_fsm.tools.executor import ToolRunner
+    from hermes_fsm.tools.registry import ToolRegistry
 
 __all__ = ["EventSinks", "Services", "TurnContext", "TurnResult", "deliver_late",
            "number_late"]

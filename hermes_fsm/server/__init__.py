@@ -11,7 +11,20 @@ Starlette service with ``manage_lifecycle=False`` (see ``examples/``).
 
 from __future__ import annotations
 
-from hermes_fsm.server.app import create_app
-from hermes_fsm.server.hub import RunningTurn, Subscription, TurnHub, read_events
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.server.app import create_app
+    from hermes_fsm.server.hub import RunningTurn, Subscription, TurnHub, read_events
 
 __all__ = ["RunningTurn", "Subscription", "TurnHub", "create_app", "read_events"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "RunningTurn": "hermes_fsm.server.hub",
+    "Subscription": "hermes_fsm.server.hub",
+    "TurnHub": "hermes_fsm.server.hub",
+    "create_app": "hermes_fsm.server.app",
+    "read_events": "hermes_fsm.server.hub",
+})

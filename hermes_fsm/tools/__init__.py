@@ -10,7 +10,18 @@
 
 from __future__ import annotations
 
-from hermes_fsm.tools.executor import ToolExecutor
-from hermes_fsm.tools.registry import Tool, ToolRegistry
+from typing import TYPE_CHECKING
+
+from hermes_fsm._internal.lazy import lazy_face
+
+if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed here
+    from hermes_fsm.tools.executor import ToolExecutor
+    from hermes_fsm.tools.registry import Tool, ToolRegistry
 
 __all__ = ["Tool", "ToolExecutor", "ToolRegistry"]
+
+__getattr__, __dir__ = lazy_face(__name__, {
+    "Tool": "hermes_fsm.tools.registry",
+    "ToolExecutor": "hermes_fsm.tools.executor",
+    "ToolRegistry": "hermes_fsm.tools.registry",
+})

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from hermes_fsm.graph.model import Graph
-from hermes_fsm.viz.diagram import to_dot, to_mermaid
-from hermes_fsm.viz.svg import to_svg
-from hermes_fsm.viz.view import render_graph_html
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hermes_fsm.graph.model import Graph
 
 __all__ = ["GRAPH_FORMATS", "render_graph"]
 
@@ -19,6 +19,12 @@ def render_graph(graph: Graph, fmt: str) -> str:
     Raises:
         ValueError: ``fmt`` is not one of :data:`GRAPH_FORMATS`.
     """
+    # the renderers are imported for the format asked for: `hermes-fsm --help` lists
+    # GRAPH_FORMATS without importing any of them (tests/test_cli_imports.py)
+    from hermes_fsm.viz.diagram import to_dot, to_mermaid
+    from hermes_fsm.viz.svg import to_svg
+    from hermes_fsm.viz.view import render_graph_html
+
     if fmt == "svg":
         return to_svg(graph)
     if fmt == "html":

@@ -10,6 +10,12 @@ health check fails) it is restarted with exponential backoff; a call in flight g
 retryable ``SERVER_UNAVAILABLE`` error, never a hang. ``tools/list_changed`` refreshes
 the catalog. Resources and prompts are listed and readable.
 
+A server whose catalog is pinned (``enabled_tools`` names its tools, and each has a
+pinned contract) can be started on demand (:meth:`MCPConnection.start_on_demand`): its
+tools are registered from the pins at once, its status is ``idle``, and the first call of
+one of them starts it (and its SDK import) — so a turn that calls none of them, or a
+command that calls no tool, never pays for it.
+
 Only the SDK's public API is used: ``mcp.Client`` and its options for the connection,
 the session's ``send_request`` for ``tools/call`` (``Client.call_tool`` would check
 outputs itself; see :meth:`MCPConnection._send`), and an ``httpx2.AsyncClient`` of our own
@@ -44,7 +50,7 @@ __all__ = ["MCPConnection", "Status", "drift_problems"]
 
 log = logging.getLogger("hermes_fsm.mcp")
 
-Status = Literal["stopped", "starting", "ready", "restarting", "failed"]
+Status = Literal["stopped", "idle", "starting", "ready", "restarting", "failed"]
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
 _CONNECTION_CLOSED = -32000
@@ -83,7 +89,8 @@ class MCPConnection:
         pinned: pinned tool contracts by full tool name (``<name>.<tool>``).
 
     Attributes:
-        status: ``stopped``, ``starting``, ``ready``, ``restarting`` or ``failed``.
+        status: ``stopped``, ``idle`` (started by the first call), ``starting``, ``ready``,
+            ``restarting`` or ``failed``.
         protocol_version: negotiated at the last handshake.
         last_error: what went wrong last (also why its tools are absent).
         problems: tools refused at the last listing (drift, allow-list misses).
@@ -139,6 +146,24 @@ class MCPConnection:
         if wait:
             await self._settled.wait()
 
+    def start_on_demand(self) -> bool:
+        """Register this server's tools from their pinned contracts, to be started by the
+        first call of one of them; ``False`` (nothing done) when the catalog is not pinned
+        (no ``enabled_tools``, or one of them has no pin): then only :meth:`start` knows
+        its tools."""
+        allowed = self.config.enabled_tools
+        if self._task is not None or allowed is None:
+            return False
+        pins = [self.pinned.get(f"{self.name}.{tool}") for tool in allowed]
+        if any(pin is None for pin in pins):
+            return False
+        self.registry.replace_source(self.source, [
+            self._tool(tool, f"{self.name}.{tool}", pin)
+            for tool, pin in zip(allowed, pins, strict=True) if pin is not None])
+        self.tool_names = [f"{self.name}.{tool}" for tool in allowed]
+        self.status = "idle"
+        return True
+
     async def wait_ready(self, timeout_s: float) -> bool:
         """Wait up to ``timeout_s`` for the server to be ready; ``True`` when it is."""
         if self.status == "ready":
@@ -164,8 +189,9 @@ class MCPConnection:
         self.status = "stopped"
 
     def availability(self) -> str | None:
-        """Why this server's tools cannot be called now (``None`` when ready)."""
-        if self.status == "ready":
+        """Why this server's tools cannot be called now (``None`` when ready, or idle: the
+        call starts it)."""
+        if self.status in ("ready", "idle"):
             return None
         why = f": {self.last_error}" if self.last_error else ""
         return f"MCP server {self.name!r} is {self.status}{why}"
@@ -363,7 +389,8 @@ class MCPConnection:
                         f" (refused; update contracts/tools/{full}.yaml and bump its version):"
                         "\n    " + "\n    ".join(drift))
                     continue
-            tools.append(self._tool(remote, full, pinned))
+            contract = pinned or _contract_of(remote, full, self.config.tool_timeout_s)
+            tools.append(self._tool(remote.name, full, contract))
         self.problems = problems
         for problem in problems:
             log.warning("MCP server %s: %s", self.name, problem)
@@ -377,10 +404,7 @@ class MCPConnection:
         """An event set when the tools are listed next (after a ``list_changed``, say)."""
         return self._listed
 
-    def _tool(self, remote: Any, full: str, pinned: ToolContract | None) -> Tool:
-        contract = pinned or _contract_of(remote, full, self.config.tool_timeout_s)
-        name = remote.name
-
+    def _tool(self, name: str, full: str, contract: ToolContract) -> Tool:
         async def call(arguments: dict[str, Any], progress: Progress | None = None) -> Any:
             return await self.call(name, arguments, progress=progress,
                                    timeout_s=tool.timeout_s)  # read when called: adjustable
@@ -407,6 +431,8 @@ class MCPConnection:
                 tool's output schema is returned as it is: the executor checks it against
                 the contract and applies the contract's violation policy.
         """
+        if self.status == "idle":  # started on demand: this is the first call
+            await self._start_for(tool)
         from mcp import MCPError, types
 
         client = self._client
@@ -464,6 +490,16 @@ class MCPConnection:
         if result.structured_content is not None:
             return result.structured_content
         return text
+
+    async def _start_for(self, tool: str) -> None:
+        """Start the server for the first call of ``tool``; raise when it did not come up
+        with that tool (down, or its schema drifted from the pin)."""
+        await self.start()
+        if self.status != "ready":
+            raise MCPServerError(self.availability() or f"MCP server {self.name!r} is down")
+        if f"{self.name}.{tool}" not in self.tool_names:
+            why = "; ".join(self.problems) or f"the server has no tool {tool!r}"
+            raise ToolCallFailed("MCP_ERROR", f"{self.name}.{tool}: {why}", False)
 
     @staticmethod
     async def _send(client: Any, request: Any, timeout_s: float, progress: Progress | None

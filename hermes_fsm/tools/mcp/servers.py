@@ -1,4 +1,4 @@
-"""The configured MCP servers, started together at boot and stopped together.
+"""The configured MCP servers, started together (at boot, or on demand) and stopped together.
 
 >>> from hermes_fsm.tools.registry import ToolRegistry
 >>> servers = MCPServers({}, ToolRegistry())
@@ -29,11 +29,18 @@ class MCPServers:
         registry: where their tools are registered (as ``<server>.<tool>``).
         pinned: pinned tool contracts by full tool name; a server tool whose advertised
             schema drifted from its pin is refused at connect time.
+        on_demand: :meth:`start` leaves each server whose catalog is pinned ``idle``, its
+            tools registered from the pins, until a call of one of them starts it
+            (:meth:`MCPConnection.start_on_demand`); the others start at once. The
+            ``hermes-fsm run`` and ``chat`` commands set it: a turn that calls no MCP tool
+            does not start a server, nor import the SDK.
     """
 
     def __init__(self, configs: Mapping[str, MCPServerConfig], registry: ToolRegistry,
-                 pinned: Mapping[str, ToolContract] | None = None) -> None:
+                 pinned: Mapping[str, ToolContract] | None = None,
+                 on_demand: bool = False) -> None:
         self.registry = registry
+        self.on_demand = on_demand
         self._connections = {name: MCPConnection(name, config, registry, pinned)
                              for name, config in configs.items()}
 
@@ -41,9 +48,11 @@ class MCPServers:
         """Start (or connect to) every server concurrently; return when each is ready or failed.
 
         A server that cannot be reached does not stop the others: its tools stay absent
-        and :meth:`info` says why.
+        and :meth:`info` says why. With :attr:`on_demand`, a server whose catalog is
+        pinned is left ``idle`` instead (its first call starts it).
         """
-        await asyncio.gather(*(c.start() for c in self._connections.values()))
+        await asyncio.gather(*(c.start() for c in self._connections.values()
+                               if not (self.on_demand and c.start_on_demand())))
 
     async def aclose(self) -> None:
         """Stop every server and unregister their tools."""

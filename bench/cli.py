@@ -1,0 +1,166 @@
+"""Whole-process wall time of the ``hermes-fsm`` command (issue 19, "a CLI that starts fast").
+
+Run on demand (never in CI, no timed assertions)::
+
+    .venv/bin/python bench/cli.py                       # this checkout, median of 10
+    .venv/bin/python bench/cli.py --base ../base-tree   # and a base checkout, interleaved
+    .venv/bin/python bench/cli.py --importtime          # and the -X importtime top entries
+
+Each command runs as the installed script does (``hermes_fsm.cli.main:entry``, or ``main``
+in a tree that has no ``entry``), in a fresh interpreter, on embedded defaults (the rules
+brain, SQLite, Qdrant Edge, the USE embedder, the demo MCP server), with a data directory
+of its own per tree. Both trees run on this interpreter and venv (``PYTHONPATH`` points at
+the tree), so they differ in hermes-fsm's code only. One untimed warm-up run per command
+and tree first (it creates the data directory), then ``--runs`` timed runs, alternating
+between the trees, so drift in the machine's speed affects both alike. Each figure is
+from ``time.perf_counter`` around ``subprocess.run`` (the process's whole life, start to
+exit). For ``run`` it also prints the turn's own ``completed in … ms`` line and how long
+loading the embedder takes in a process of its own.
+"""
+
+from __future__ import annotations
+
+import sys as _sys
+from pathlib import Path as _Path
+
+# Run as a script, this folder comes first on sys.path, where bench/http.py would shadow
+# the standard library's `http`: drop it.
+_HERE = _Path(__file__).resolve().parent
+_sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = _HERE.parent
+COMMANDS: dict[str, list[str]] = {
+    "run": ["run", "How many A1001 are left in the east warehouse?"],
+    "--help": ["--help"],
+    "graph": ["graph"],
+    "memory search": ["memory", "search", "A1001", "--user", "cli-user"],
+}
+# run in the tree with it on PYTHONPATH: its hermes_fsm comes before the venv's install
+LAUNCH = ("import sys, hermes_fsm.cli.main as m; f = getattr(m, 'entry', None); "
+          "sys.exit(f() if f is not None else m.main())")
+EMBEDDER_LOAD = ("import time; from hermes_fsm.memory.use_embedder import USEEmbedder; "
+                 "t = time.perf_counter(); USEEmbedder().load(); "
+                 "print(time.perf_counter() - t)")
+TURN_MS = re.compile(r"completed in ([0-9.]+) ms")
+
+
+def env_for(tree: Path, data: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
+    env.update(PYTHONPATH=str(tree), HERMES_DATA_DIR=str(data))
+    return env
+
+
+def once(tree: Path, data: Path, args: list[str]) -> tuple[float, str]:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=tree, env=env_for(tree, data),
+                          capture_output=True, text=True, check=False)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"{tree}: hermes-fsm {' '.join(args)} exited {done.returncode}:\n"
+                         f"{done.stderr[-2000:]}")
+    return elapsed, done.stdout
+
+
+def importtime(tree: Path, data: Path, args: list[str], top: int) -> list[str]:
+    """Where one run's import time goes: the self time of every module imported, summed by
+    top-level package (``numpy``, ``mcp``, ``hermes_fsm`` …), largest first."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", LAUNCH, *args], cwd=tree,
+                          env=env_for(tree, data), capture_output=True, text=True, check=False)
+    by_package: dict[str, int] = {}
+    modules = 0
+    for line in done.stderr.splitlines():
+        parts = line.split("|")
+        if not line.startswith("import time:") or len(parts) != 3:
+            continue
+        own = parts[0].removeprefix("import time:").strip()
+        if not own.isdigit():
+            continue
+        package = parts[2].strip().split(".")[0]
+        by_package[package] = by_package.get(package, 0) + int(own)
+        modules += 1
+    total = sum(by_package.values())
+    ranked = sorted(by_package.items(), key=lambda kv: kv[1], reverse=True)[:top]
+    return [f"{us / 1000:8.1f} ms  {name}" for name, us in ranked] + [
+        f"{total / 1000:8.1f} ms  all {modules} modules"]
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--base", type=Path, help="a base checkout to time beside this one")
+    p.add_argument("--runs", type=int, default=10, help="timed runs per command (default 10)")
+    p.add_argument("--commands", default=",".join(COMMANDS),
+                   help=f"comma-separated, of: {', '.join(COMMANDS)}")
+    p.add_argument("--importtime", action="store_true",
+                   help="also print the -X importtime top entries of each command")
+    args = p.parse_args()
+    trees = {"this": REPO} | ({"base": args.base.resolve()} if args.base else {})
+    chosen = [c.strip() for c in args.commands.split(",")]
+    unknown = [c for c in chosen if c not in COMMANDS]
+    if unknown:
+        p.error(f"unknown command(s) {unknown}; choose from {list(COMMANDS)}")
+    load = os.getloadavg()[0]
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {load:.1f}; "
+          f"trees: " + ", ".join(f"{k}={v}" for k, v in trees.items()))
+    with tempfile.TemporaryDirectory(prefix="hermes-bench-cli-") as scratch:
+        data = {name: Path(scratch) / name for name in trees}
+        times: dict[tuple[str, str], list[float]] = {}
+        turn_ms: dict[str, list[float]] = {name: [] for name in trees}
+        for command in chosen:
+            for name, tree in trees.items():
+                once(tree, data[name], COMMANDS[command])  # warm-up: data dir, caches
+            for _ in range(args.runs):
+                for name, tree in trees.items():
+                    elapsed, out = once(tree, data[name], COMMANDS[command])
+                    times.setdefault((command, name), []).append(elapsed)
+                    if command == "run" and (m := TURN_MS.search(out)):
+                        turn_ms[name].append(float(m.group(1)))
+        print(f"\nwhole-process wall time, median of {args.runs} (min–max), seconds")
+        header = f"{'command':<16}" + "".join(f"{name:>22}" for name in trees)
+        print(header + ("   this/base" if "base" in trees else ""))
+        for command in chosen:
+            row = f"{command:<16}"
+            medians = {}
+            for name in trees:
+                values = times[(command, name)]
+                medians[name] = statistics.median(values)
+                row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
+            if "base" in trees:
+                row += f"   {medians['this'] / medians['base']:9.2f}"
+            print(row)
+        if "run" in chosen:
+            for name in trees:
+                if turn_ms[name]:
+                    print(f"'run' turn as printed (completed in … ms), {name}: median "
+                          f"{statistics.median(turn_ms[name]):.1f} ms")
+            loads = []
+            for _ in range(3):
+                done = subprocess.run([sys.executable, "-c", EMBEDDER_LOAD], cwd=REPO,
+                                      env=env_for(REPO, data["this"]), capture_output=True,
+                                      text=True, check=False)
+                if done.returncode == 0:
+                    loads.append(float(done.stdout.strip()))
+            if loads:
+                print(f"USE embedder load (USEEmbedder().load(), own process), median of "
+                      f"{len(loads)}: {statistics.median(loads):.3f} s")
+        if args.importtime:
+            for command in chosen:
+                for name, tree in trees.items():
+                    print(f"\n-X importtime, hermes-fsm {' '.join(COMMANDS[command])} ({name}):")
+                    for line in importtime(tree, data[name], COMMANDS[command], 8):
+                        print("  " + line)
+    print(f"\nload at the end {os.getloadavg()[0]:.1f} (at the start {load:.1f})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
