@@ -382,6 +382,8 @@ async def seed_store(data_dir: str, embedder_kind: str, n: int) -> None:
         vectors = memory.embedder.embed([item_text(i.key, i.value) for i in items])
         await memory.semantic.put(items, vectors)
     await memory.close()
+    if memory.embedder.name.startswith("use"):  # the weights' cache is made (as after a
+        memory.embedder.load()                  # first run): the runs measure its use
 
 
 def bench_first_turn(store_items: int, runs: int = 3) -> None:
@@ -406,6 +408,35 @@ def bench_first_turn(store_items: int, runs: int = 3) -> None:
                             - before.children_user - before.children_system)
             print(f"first turn {kind:<8}: wall {statistics.median(walls):5.2f} s  CPU "
                   f"{statistics.median(cpus):5.2f} s   (store seeded in {seeded:.1f} s)")
+            parts = []
+            for _ in range(runs):
+                done = subprocess.run([sys.executable, __file__, "--child-memory-open", tmp,
+                                       kind], capture_output=True, text=True, check=True)
+                parts.append(json.loads(done.stdout.splitlines()[-1]))
+            print(f"  of which memory ({kind}, fresh process, hermes_fsm imported before): "
+                  + "  ".join(f"{name} {statistics.median(p[name][0] for p in parts):.3f} s "
+                              f"(CPU {statistics.median(p[name][1] for p in parts):.3f})"
+                              for name in parts[0]))
+
+
+def child_memory_open(data_dir: str, kind: str) -> None:
+    """In a fresh process: what the first turn pays for memory — the embedder's load, the
+    store's open, the first recall (wall and CPU seconds each)."""
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
+
+    memory = build_memory(MemoryConfig(data_dir=Path(data_dir),
+                                       embedder=EmbedderConfig.model_validate({"kind": kind})))
+    out = {}
+
+    def timed(name: str, call: Any) -> None:
+        t, cpu = time.perf_counter(), time.process_time()
+        call()
+        out[name] = (time.perf_counter() - t, time.process_time() - cpu)
+    timed("embedder load", getattr(memory.embedder, "load", lambda: None))
+    timed("store open", memory.semantic.open_now)  # type: ignore[attr-defined]
+    timed("first recall", lambda: asyncio.run(memory.recall("user-1", "邮件 email", 5)))
+    print(json.dumps(out))
 
 
 def main() -> None:
@@ -425,7 +456,12 @@ def main() -> None:
                         help="engines: users the items are spread over (1: one user has all)")
     parser.add_argument("--child-open", nargs=3, metavar=("ENGINE", "PATH", "USERS"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--child-memory-open", nargs=2, metavar=("DATA_DIR", "KIND"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_memory_open:
+        child_memory_open(*args.child_memory_open)
+        return
     if args.child_open:
         asyncio.run(child_open(*args.child_open))
         return

@@ -130,6 +130,13 @@ class TieredMemory:
         scored.sort(key=lambda pair: pair[0], reverse=True)
         return [replace(item, score=score) for score, item in scored[:k]]
 
+    def warm(self) -> None:
+        """Start loading what the first recall needs (the embedder's model) in the
+        background, where the embedder can (:meth:`USEEmbedder.warm`); returns at once."""
+        warm = getattr(self.embedder, "warm", None)
+        if callable(warm):
+            warm()
+
     async def items(self, user_id: str) -> list[MemoryItem]:
         """Every item of ``user_id`` (any status), oldest first."""
         return await self.semantic.items(user_id)
