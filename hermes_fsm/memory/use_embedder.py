@@ -94,7 +94,7 @@ def _mapped_backend(cached: Path, tokenizer: Any, threads: int) -> Any:
     backend = NumpyBackend.__new__(NumpyBackend)
     backend.sp, backend.threads = tokenizer, threads
     try:
-        from threadpoolctl import ThreadpoolController
+        from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
 
         backend._threadpool = ThreadpoolController().limit
     except Exception:
