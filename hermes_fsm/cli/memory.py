@@ -18,6 +18,8 @@ from typing import Any, TextIO
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.config.memory import build_archive, build_memory
 from hermes_fsm.errors import UsageError
+from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+from hermes_fsm.memory.migrate import migrate_qdrant_local
 from hermes_fsm.memory.profile import profile_as_of, rollback_updates
 
 __all__ = ["add_memory_parser", "run_memory"]
@@ -28,19 +30,22 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     memory = sub.add_parser("memory", parents=[common],
                             help="a user's memory: search, list, forget")
     memory.add_argument("action", choices=["search", "list", "show", "forget", "rollback",
-                                           "archive", "restore"],
+                                           "archive", "restore", "migrate"],
                         help="search: the items recalled for QUERY; list: every active item; "
                              "show: the profile (with --as-of, as it was then); forget: erase "
                              "the items that mention QUERY, or the whole user with --all; "
                              "rollback: make the profile what it was at --as-of; archive: "
                              "move stale items (superseded or deleted over --stale-days ago, "
                              "or past their type's TTL) to the archive; restore: put archived "
-                             "item ITEM_ID (or --all) back, or list the archive")
+                             "item ITEM_ID (or --all) back, or list the archive; migrate: move "
+                             "an old embedded store (data_dir/qdrant, qdrant-client local "
+                             "mode) into the Qdrant Edge store (no --user)")
     memory.add_argument("query", nargs="?", default="",
                         help="search: the text to recall for; forget: the text the items "
                              "to erase mention (key, value or message); restore: an "
                              "archived item's id")
-    memory.add_argument("--user", required=True, help="the user id")
+    memory.add_argument("--user", default=None,
+                        help="the user id (every action but migrate needs it)")
     memory.add_argument("-k", type=int, default=5, help="search: how many items (default 5)")
     memory.add_argument("--all", action="store_true",
                         help="list: include superseded and deleted items; forget: the whole "
@@ -63,6 +68,14 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
     ``forget`` asks on ``stdin`` (default: the process's) unless ``--yes`` is given; an
     answer other than ``y``/``yes``, or no answer at all, forgets nothing and returns 1.
     """
+    if args.action == "migrate":
+        if args.user or args.query:
+            raise UsageError("memory migrate moves the whole store: it takes no --user and "
+                             "no query")
+        return asyncio.run(_migrate(config, out))
+    if not args.user:
+        raise UsageError(f"memory {args.action} needs --user U: hermes-fsm memory "
+                         f"{args.action} --user alice")
     if args.action == "search" and not args.query.strip():
         raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")
     if args.action == "list" and args.query:
@@ -130,6 +143,24 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
             await memory.close()
 
     return asyncio.run(act())
+
+
+async def _migrate(config: Any, out: TextIO) -> int:
+    """``memory migrate``: the old ``data_dir/qdrant`` into ``data_dir/edge``."""
+    memory = build_memory(config.memory)
+    try:
+        if not isinstance(memory.semantic, EdgeSemanticStore):
+            raise UsageError("memory migrate moves an old store into the embedded Qdrant "
+                             "Edge store, and the configuration uses another "
+                             "(memory.qdrant_url or memory.embedded_semantic is set)")
+        moved = await migrate_qdrant_local(memory.semantic.path.parent, memory.semantic,
+                                           collection=config.memory.qdrant_collection)
+        old = memory.semantic.path.parent / "qdrant"
+        out.write(f"moved {moved} item(s) from {old} into {memory.semantic.path} (the old "
+                  f"store is kept at {old.with_name('qdrant.migrated')})\n")
+        return 0
+    finally:
+        await memory.close()
 
 
 async def _archive(memory: Any, archive: Any, args: argparse.Namespace, out: TextIO) -> int:

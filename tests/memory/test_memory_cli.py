@@ -126,3 +126,36 @@ def test_archive_with_a_query_and_restore_with_both_an_id_and_all_are_usage_erro
     assert "takes no query" in capsys.readouterr().err
     assert cli("memory", "restore", "abc", "--all", "--user", "frank")[0] == 1
     assert "not both" in capsys.readouterr().err
+
+
+def test_memory_migrate_moves_an_old_local_mode_store_into_edge(tmp_path, monkeypatch):
+    """``hermes-fsm memory migrate``: a data dir the old embedded store wrote (qdrant-client
+    local mode) becomes an Edge store the other commands read."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from hermes_fsm.contracts.states import MemoryUpdate
+    from hermes_fsm.memory import HashingEmbedder, InProcessWorkingMemory, TieredMemory
+    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+    from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    embedder = HashingEmbedder()  # the tests' configured embedder (HERMES_EMBEDDER=hashing)
+
+    async def old_store() -> None:
+        old = TieredMemory(working=InProcessWorkingMemory(), embedder=embedder,
+                           semantic=QdrantSemanticStore(embedder.dim,
+                                                        path=str(tmp_path / "qdrant")),
+                           experience=SQLiteExperienceLog())
+        await old.apply("hank", "turn-1", [MemoryUpdate(
+            key="preference.contact_channel", update_type="create", value="email",
+            evidence_source="user_message")], datetime.now(UTC),
+            text="Please contact me by email")
+        await old.close()
+    asyncio.run(old_store())
+    assert cli("memory", "migrate", "--user", "hank")[0] == 1  # the whole store: no user
+    code, said = cli("memory", "migrate")
+    assert code == 0 and "moved 1 item(s)" in said and "qdrant.migrated" in said
+    assert "preference.contact_channel: email" in first_found("contact", "hank")
+    assert cli("memory", "migrate")[0] == 1  # nothing left to migrate
+    assert cli("memory", "list")[0] == 1  # every other action needs --user
