@@ -21,8 +21,9 @@ __all__ = ["migrate_qdrant_local"]
 _BATCH = 1000
 
 
-async def migrate_qdrant_local(data_dir: str | Path, edge: EdgeSemanticStore, *,
-                               collection: str = "hermes_memory") -> int:
+async def migrate_qdrant_local(
+    data_dir: str | Path, edge: EdgeSemanticStore, *, collection: str = "hermes_memory"
+) -> int:
     """Copy ``data_dir/qdrant`` into ``edge`` (which must hold nothing yet), then rename
     the old directory; returns how many items were moved.
 
@@ -35,22 +36,27 @@ async def migrate_qdrant_local(data_dir: str | Path, edge: EdgeSemanticStore, *,
     data_dir = Path(data_dir).expanduser()
     old_path = data_dir / "qdrant"
     if not (old_path / "collection").exists():
-        raise UsageError(f"no old memory store at {old_path} (qdrant-client local mode): "
-                         "nothing to migrate")
+        raise UsageError(
+            f"no old memory store at {old_path} (qdrant-client local mode): nothing to migrate"
+        )
     if await _holds_items(edge):
-        raise UsageError(f"{edge.name} holds items already: migrate into an empty store "
-                         "(move it aside first), or keep it and remove the old one")
+        raise UsageError(
+            f"{edge.name} holds items already: migrate into an empty store "
+            "(move it aside first), or keep it and remove the old one"
+        )
     old = QdrantSemanticStore(edge.dim, path=str(old_path), collection=collection)
     moved = 0
     try:
         client = await old._open()
         offset: Any = None
         while True:
-            points, offset = await client.scroll(collection, limit=_BATCH, offset=offset,
-                                                 with_payload=True, with_vectors=True)
+            points, offset = await client.scroll(
+                collection, limit=_BATCH, offset=offset, with_payload=True, with_vectors=True
+            )
             if points:
-                await edge.put([MemoryItem.from_payload(p.payload) for p in points],
-                               [p.vector for p in points])
+                await edge.put(
+                    [MemoryItem.from_payload(p.payload) for p in points], [p.vector for p in points]
+                )
                 moved += len(points)
             if offset is None:
                 break

@@ -12,9 +12,13 @@ from hermes_fsm.errors import MemoryStoreError
 __all__ = ["open_sqlite"]
 
 
-def open_sqlite(path: str, name: str, *, pragmas: Sequence[str] = ("journal_mode=WAL",),
-                setup: Callable[[sqlite3.Connection], object] | None = None
-                ) -> sqlite3.Connection:
+def open_sqlite(
+    path: str,
+    name: str,
+    *,
+    pragmas: Sequence[str] = ("journal_mode=WAL",),
+    setup: Callable[[sqlite3.Connection], object] | None = None,
+) -> sqlite3.Connection:
     """A connection to ``path`` (its directory created; ``":memory:"`` as is) in autocommit
     mode, usable from any thread (callers serialise), with ``pragmas`` applied and then
     ``setup`` (the schema) run on it.
@@ -38,6 +42,7 @@ def open_sqlite(path: str, name: str, *, pragmas: Sequence[str] = ("journal_mode
     except (sqlite3.Error, OSError) as exc:
         if db is not None:
             db.close()
-        raise MemoryStoreError(f"{name}: cannot open ({exc}); check that the directory is "
-                               "writable (memory.data_dir)") from exc
+        raise MemoryStoreError(
+            f"{name}: cannot open ({exc}); check that the directory is writable (memory.data_dir)"
+        ) from exc
     return db
