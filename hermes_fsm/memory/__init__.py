@@ -16,7 +16,13 @@ from hermes_fsm.memory.experience import Experience, ExperienceLog, ToolOutcomes
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_id
 from hermes_fsm.memory.recall import RecallPolicy, estimate_tokens, format_recall
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
-from hermes_fsm.memory.tiered import DomainMemory, InProcessMemory, Memory, TieredMemory
+from hermes_fsm.memory.tiered import (
+    DomainMemory,
+    InProcessMemory,
+    LayeredRecall,
+    Memory,
+    TieredMemory,
+)
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = [
@@ -29,6 +35,7 @@ __all__ = [
     "InProcessMemory",
     "InProcessSemanticStore",
     "InProcessWorkingMemory",
+    "LayeredRecall",
     "Memory",
     "MemoryItem",
     "RecallPolicy",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,7 +42,7 @@ from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
-__all__ = ["DomainMemory", "InProcessMemory", "Memory", "TieredMemory"]
+__all__ = ["DomainMemory", "InProcessMemory", "LayeredRecall", "Memory", "TieredMemory"]
 
 
 @runtime_checkable
@@ -131,6 +131,34 @@ class TieredMemory:
                 scored.append((score, item))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         return [replace(item, score=score) for score, item in scored[:k]]
+
+    async def walk(self, user_id: str, query: str, *, session_id: str | None = None,
+                   entities: Sequence[str] = (), k: int | None = None,
+                   now: datetime | None = None, domain: str | None = None) -> LayeredRecall:
+        """Recall through the layers in order (seed 002 §2.4): the session's working memory
+        (its recent messages), then the semantic items (:meth:`recall`), then the
+        experience log — the user's entries whose request or arguments name one of
+        ``entities`` (the conversation graph's entity values) first, newest first, then
+        the entries most similar to ``query``; ``k`` of those (the policy's k by default).
+
+        Not yet on the turn path: the engine recalls through :meth:`recall`.
+        """
+        k = self.policy.k if k is None else k
+        working = await self.working.recent(user_id, session_id) if session_id else []
+        semantic = await self.recall(user_id, query, k, now=now, domain=domain)
+        names = [e.casefold() for e in entities if e and e.strip()]
+        keyed: list[Experience] = []
+        if names:
+            for entry in await self.experience.entries(user_id, limit=500):
+                said = " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
+                if entry.user_id == user_id and any(n in said for n in names):
+                    keyed.append(entry)
+            keyed.sort(key=lambda e: e.at, reverse=True)
+        seen = {e.entry_id for e in keyed}
+        similar = [e for e in await self.experience.similar_outcomes(user_id, query, k)
+                   if e.entry_id not in seen]
+        return LayeredRecall(working=list(working), semantic=semantic,
+                             experience=(keyed + similar)[:k])
 
     def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:
         """This memory seen from inside ``domain`` (seed 003 §5): what a session of that
@@ -294,6 +322,15 @@ def _sealed_entry(entry: Experience) -> Experience:
     elif detail is not None:
         detail = "sealed"
     return replace(entry, request="", arguments={}, detail=detail)
+
+
+@dataclass(frozen=True, slots=True)
+class LayeredRecall:
+    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked."""
+
+    working: list[dict[str, Any]]
+    semantic: list[MemoryItem]
+    experience: list[Experience]
 
 
 class DomainMemory:
