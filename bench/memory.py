@@ -4,6 +4,7 @@ first turn of a CLI process.
 
     .venv/bin/python bench/memory.py                      # every section, 10k items
     .venv/bin/python bench/memory.py --only eval          # one row per embedder
+    .venv/bin/python bench/memory.py --only dev           # the dev split (tune here)
     .venv/bin/python bench/memory.py --only engines --items 100000 [--old-items 10000]
     .venv/bin/python bench/memory.py --only calibrate     # similarity percentiles
     .venv/bin/python bench/memory.py --only commits [--sessions 200 --turns 10 --updates 3]
@@ -139,6 +140,47 @@ async def bench_eval() -> None:
                 print(f"{embedder.name:<24} {metric:<9}"
                       + "".join(f"{r[metric].get(c, float('nan')):>11.3f}" for c in cols)
                       + extra)
+
+
+async def bench_dev() -> None:
+    """The dev split (tests/data/memory_recall.jsonl: 25 other facts) where choices of the
+    recall path are tried, so the held-out eval stays held out: each query asked of its
+    own user and of the other language's user (cross-lingual), 200 + 200 queries."""
+    from tests.memory.recall_eval import load_cases
+
+    cases = load_cases()
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    print("dev: tests/data/memory_recall.jsonl, each query asked of both languages' users, "
+          "through TieredMemory (in-process), calibrated policy per embedder")
+    for embedder in embedders():
+        memory = InProcessMemory(embedder=embedder)
+        expected: dict[tuple[str, str], Any] = {}
+        for case in cases:
+            if any(u == case["user"] for u, _ in expected):
+                continue
+            for n, m in enumerate(case["memories"]):  # later values supersede earlier ones
+                await memory.apply(case["user"], f"turn-{n}", [MemoryUpdate(
+                    key=m["key"], update_type="create", value=m["value"],
+                    memory_type=m["type"], evidence_source="user_message")],
+                    start + timedelta(hours=n), text=m["text"])
+                expected[(case["user"], m["key"])] = m["value"]
+        at1: dict[str, list[int]] = {}
+        at5: dict[str, list[int]] = {}
+        for case in cases:
+            other = ("zh" if case["user"].startswith("en") else "en") + case["user"][2:]
+            for user in (case["user"], other):
+                key = case["expected"]["key"]
+                want = (key, expected[(user, key)])
+                found = [(i.key, i.value) for i in await memory.recall(
+                    user, case["query"], 5, now=start + timedelta(days=1))]
+                group = case["lang"] if user == case["user"] else f"{case['lang']}→{user[:2]}"
+                for g in ("all", group):
+                    at1.setdefault(g, []).append(int(found[:1] == [want]))
+                    at5.setdefault(g, []).append(int(want in found))
+        await memory.close()
+        for metric, table in (("recall@1", at1), ("recall@5", at5)):
+            print(f"{embedder.name:<24} {metric:<9}" + "".join(
+                f"  {g} {sum(v) / len(v):.3f}" for g, v in table.items()))
 
 
 async def bench_calibrate() -> None:
@@ -382,6 +424,8 @@ async def seed_store(data_dir: str, embedder_kind: str, n: int) -> None:
         vectors = memory.embedder.embed([item_text(i.key, i.value) for i in items])
         await memory.semantic.put(items, vectors)
     await memory.close()
+    if memory.embedder.name.startswith("use"):  # the weights' cache is made (as after a
+        memory.embedder.load()                  # first run): the runs measure its use
 
 
 def bench_first_turn(store_items: int, runs: int = 3) -> None:
@@ -406,11 +450,40 @@ def bench_first_turn(store_items: int, runs: int = 3) -> None:
                             - before.children_user - before.children_system)
             print(f"first turn {kind:<8}: wall {statistics.median(walls):5.2f} s  CPU "
                   f"{statistics.median(cpus):5.2f} s   (store seeded in {seeded:.1f} s)")
+            parts = []
+            for _ in range(runs):
+                done = subprocess.run([sys.executable, __file__, "--child-memory-open", tmp,
+                                       kind], capture_output=True, text=True, check=True)
+                parts.append(json.loads(done.stdout.splitlines()[-1]))
+            print(f"  of which memory ({kind}, fresh process, hermes_fsm imported before): "
+                  + "  ".join(f"{name} {statistics.median(p[name][0] for p in parts):.3f} s "
+                              f"(CPU {statistics.median(p[name][1] for p in parts):.3f})"
+                              for name in parts[0]))
+
+
+def child_memory_open(data_dir: str, kind: str) -> None:
+    """In a fresh process: what the first turn pays for memory — the embedder's load, the
+    store's open, the first recall (wall and CPU seconds each)."""
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.settings import EmbedderConfig, MemoryConfig
+
+    memory = build_memory(MemoryConfig(data_dir=Path(data_dir),
+                                       embedder=EmbedderConfig.model_validate({"kind": kind})))
+    out = {}
+
+    def timed(name: str, call: Any) -> None:
+        t, cpu = time.perf_counter(), time.process_time()
+        call()
+        out[name] = (time.perf_counter() - t, time.process_time() - cpu)
+    timed("embedder load", getattr(memory.embedder, "load", lambda: None))
+    timed("store open", memory.semantic.open_now)  # type: ignore[attr-defined]
+    timed("first recall", lambda: asyncio.run(memory.recall("user-1", "邮件 email", 5)))
+    print(json.dumps(out))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["eval", "calibrate", "engines", "commits",
+    parser.add_argument("--only", choices=["eval", "dev", "calibrate", "engines", "commits",
                                            "first-turn"], action="append",
                         help="run these sections (repeatable; default: all but calibrate)")
     parser.add_argument("--items", type=int, default=10_000, help="engines: items per store")
@@ -425,7 +498,12 @@ def main() -> None:
                         help="engines: users the items are spread over (1: one user has all)")
     parser.add_argument("--child-open", nargs=3, metavar=("ENGINE", "PATH", "USERS"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--child-memory-open", nargs=2, metavar=("DATA_DIR", "KIND"),
+                        help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child_memory_open:
+        child_memory_open(*args.child_memory_open)
+        return
     if args.child_open:
         asyncio.run(child_open(*args.child_open))
         return
@@ -436,6 +514,8 @@ def main() -> None:
           f"{os.cpu_count()} CPUs)")
     if "eval" in sections:
         asyncio.run(bench_eval())
+    if "dev" in sections:
+        asyncio.run(bench_dev())
     if "calibrate" in sections:
         asyncio.run(bench_calibrate())
     if "engines" in sections:

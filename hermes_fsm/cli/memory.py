@@ -1,5 +1,6 @@
-"""``hermes-fsm memory search|list|show|forget|rollback --user U``: look into, clear and roll
-back a user's memory (``show --as-of TIME``: the profile as it was).
+"""``hermes-fsm memory search|list|show|forget|rollback|archive|restore --user U``: look
+into, clear, roll back and archive a user's memory (``show --as-of TIME``: the profile as it
+was; ``archive``: stale items to cold storage, ``restore``: back).
 
 Registered from :mod:`hermes_fsm.cli.main`; uses the memory the configuration describes
 (embedded: the data dir; or the services of ``HERMES_*_URL``).
@@ -23,15 +24,23 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     """Add the ``memory`` command to the CLI's subparsers."""
     memory = sub.add_parser("memory", parents=[common],
                             help="a user's memory: search, list, forget")
-    memory.add_argument("action", choices=["search", "list", "show", "forget", "rollback"],
+    memory.add_argument("action", choices=["search", "list", "show", "forget", "rollback",
+                                           "archive", "restore", "migrate"],
                         help="search: the items recalled for QUERY; list: every active item; "
                              "show: the profile (with --as-of, as it was then); forget: erase "
                              "the items that mention QUERY, or the whole user with --all; "
-                             "rollback: make the profile what it was at --as-of")
+                             "rollback: make the profile what it was at --as-of; archive: "
+                             "move stale items (superseded or deleted over --stale-days ago, "
+                             "or past their type's TTL) to the archive; restore: put archived "
+                             "item ITEM_ID (or --all) back, or list the archive; migrate: move "
+                             "an old embedded store (data_dir/qdrant, qdrant-client local "
+                             "mode) into the Qdrant Edge store (no --user)")
     memory.add_argument("query", nargs="?", default="",
                         help="search: the text to recall for; forget: the text the items "
-                             "to erase mention (key, value or message)")
-    memory.add_argument("--user", required=True, help="the user id")
+                             "to erase mention (key, value or message); restore: an "
+                             "archived item's id")
+    memory.add_argument("--user", default=None,
+                        help="the user id (every action but migrate needs it)")
     memory.add_argument("-k", type=int, default=5, help="search: how many items (default 5)")
     memory.add_argument("--all", action="store_true",
                         help="list: include superseded and deleted items; forget: the whole "
@@ -39,6 +48,9 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     memory.add_argument("--yes", action="store_true",
                         help="forget: do not ask for confirmation")
     memory.add_argument("--json", action="store_true", help="print JSON lines")
+    memory.add_argument("--stale-days", dest="stale_days", type=float, default=90.0,
+                        metavar="DAYS", help="archive: how long ago an item must have been "
+                        "superseded or deleted (default 90)")
     memory.add_argument("--as-of", dest="as_of", metavar="TIME", default=None,
                         help="show: the profile as it was at TIME (ISO 8601, UTC unless it "
                         "says); rollback: make the profile what it was at TIME")
@@ -51,6 +63,14 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
     ``forget`` asks on ``stdin`` (default: the process's) unless ``--yes`` is given; an
     answer other than ``y``/``yes``, or no answer at all, forgets nothing and returns 1.
     """
+    if args.action == "migrate":
+        if args.user or args.query:
+            raise UsageError("memory migrate moves the whole store: it takes no --user and "
+                             "no query")
+        return asyncio.run(_migrate(config, out))
+    if not args.user:
+        raise UsageError(f"memory {args.action} needs --user U: hermes-fsm memory "
+                         f"{args.action} --user alice")
     if args.action == "search" and not args.query.strip():
         raise UsageError("memory search needs a query: hermes-fsm memory search 'TEXT' --user U")
     if args.action == "list" and args.query:
@@ -76,13 +96,21 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
     if args.action == "rollback" and as_of is None:
         raise UsageError("memory rollback needs --as-of TIME: hermes-fsm memory rollback "
                          "--user U --as-of 2026-03-01T12:00")
-    from hermes_fsm.config.memory import build_memory
+    if args.action == "archive" and args.query:
+        raise UsageError(f"memory archive takes no query (got {args.query!r}): it moves "
+                         "every stale item of the user; see --stale-days")
+    if args.action == "restore" and args.all and args.query:
+        raise UsageError(f"memory restore takes an item id or --all, not both (got "
+                         f"{args.query!r} and --all)")
+    from hermes_fsm.config.memory import build_archive, build_memory
     from hermes_fsm.memory.profile import profile_as_of
 
     memory = build_memory(config.memory)
 
     async def act() -> int:
         try:
+            if args.action in ("archive", "restore"):
+                return await _archive(memory, build_archive(config.memory), args, out)
             if args.action == "rollback":
                 assert as_of is not None
                 return await _rollback(memory, args.user, as_of, args.json, out)
@@ -113,6 +141,62 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
             await memory.close()
 
     return asyncio.run(act())
+
+
+async def _migrate(config: Any, out: TextIO) -> int:
+    """``memory migrate``: the old ``data_dir/qdrant`` into ``data_dir/edge``."""
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+    from hermes_fsm.memory.migrate import migrate_qdrant_local
+
+    memory = build_memory(config.memory)
+    try:
+        if not isinstance(memory.semantic, EdgeSemanticStore):
+            raise UsageError("memory migrate moves an old store into the embedded Qdrant "
+                             "Edge store, and the configuration uses another "
+                             "(memory.qdrant_url or memory.embedded_semantic is set)")
+        moved = await migrate_qdrant_local(memory.semantic.path.parent, memory.semantic,
+                                           collection=config.memory.qdrant_collection)
+        old = memory.semantic.path.parent / "qdrant"
+        out.write(f"moved {moved} item(s) from {old} into {memory.semantic.path} (the old "
+                  f"store is kept at {old.with_name('qdrant.migrated')})\n")
+        return 0
+    finally:
+        await memory.close()
+
+
+async def _archive(memory: Any, archive: Any, args: argparse.Namespace, out: TextIO) -> int:
+    """``memory archive``: move the user's stale items; ``memory restore``: put archived
+    items back (by id, or ``--all``), or list the archive (neither)."""
+    try:
+        if args.action == "archive":
+            items = await memory.archive_stale(args.user, archive,
+                                               stale_after_days=args.stale_days)
+            verb = "archived"
+        else:
+            archived = await archive.items(args.user)
+            if not args.all and not args.query:
+                items, verb = archived, "in the archive"
+            else:
+                wanted = [i.item_id for i in archived] if args.all else [args.query]
+                if args.query and args.query not in {i.item_id for i in archived}:
+                    raise UsageError(f"no archived item {args.query!r} for user {args.user!r}: "
+                                     f"'hermes-fsm memory restore --user {args.user}' lists "
+                                     "the archive")
+                items = await memory.restore(args.user, archive, wanted)
+                verb = "restored"
+        for item in items:
+            if args.json:
+                out.write(json.dumps({**item.to_payload(), "action": verb},
+                                     ensure_ascii=False) + "\n")
+            else:
+                out.write(f"{item.item_id}  [{item.created_at:%Y-%m-%d}] {item.status:<10} "
+                          f"{item.key}: {item.value}\n")
+        if not args.json:
+            out.write(f"{len(items)} item(s) {verb} for user {args.user!r}\n")
+        return 0
+    finally:
+        await archive.close()
 
 
 def _confirmed(args: argparse.Namespace, question: str, stdin: TextIO | None,

@@ -121,6 +121,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         kwargs["brain"] = build_brain(config)
     if "memory" not in overrides:
         kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
+        kwargs["memory"].warm()  # the embedder's model loads meanwhile, in a thread
     if "tools" not in overrides:
         memory = overrides.get("memory", kwargs.get("memory"))
         # the breaker also reads the experience log: tools failing in any process trip it

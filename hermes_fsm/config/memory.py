@@ -9,6 +9,7 @@ import os
 from pathlib import Path
 
 from hermes_fsm.errors import ConfigError
+from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import ExperienceLog
 from hermes_fsm.memory.openai_embedder import OpenAIEmbedder
@@ -20,7 +21,14 @@ from hermes_fsm.memory.tiered import TieredMemory
 from hermes_fsm.memory.use_embedder import USEEmbedder, use_available
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
-__all__ = ["build_embedder", "build_memory"]
+__all__ = ["build_archive", "build_embedder", "build_memory"]
+
+
+def build_archive(config: MemoryConfig | None = None) -> SQLiteArchive:
+    """The cold storage of stale items: ``data_dir/archive.sqlite`` (opened on first use)."""
+    config = config or MemoryConfig()
+    return SQLiteArchive(Path(config.data_dir or default_data_dir()).expanduser()
+                         / "archive.sqlite")
 
 
 def build_embedder(config: EmbedderConfig) -> Embedder:

@@ -21,11 +21,18 @@ if TYPE_CHECKING:  # imported on first use (hermes_fsm._internal.lazy); typed he
     from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_id
     from hermes_fsm.memory.recall import RecallPolicy, estimate_tokens, format_recall
     from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
-    from hermes_fsm.memory.tiered import InProcessMemory, Memory, TieredMemory
+    from hermes_fsm.memory.tiered import (
+        DomainMemory,
+        InProcessMemory,
+        LayeredRecall,
+        Memory,
+        TieredMemory,
+    )
     from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
 __all__ = [
     "BackgroundCommits",
+    "DomainMemory",
     "Embedder",
     "Experience",
     "ExperienceLog",
@@ -33,6 +40,7 @@ __all__ = [
     "InProcessMemory",
     "InProcessSemanticStore",
     "InProcessWorkingMemory",
+    "LayeredRecall",
     "Memory",
     "MemoryItem",
     "RecallPolicy",
@@ -48,6 +56,7 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_face(__name__, {
     "BackgroundCommits": "hermes_fsm.memory.background",
+    "DomainMemory": "hermes_fsm.memory.tiered",
     "Embedder": "hermes_fsm.memory.embedders",
     "Experience": "hermes_fsm.memory.experience",
     "ExperienceLog": "hermes_fsm.memory.experience",
@@ -55,6 +64,7 @@ __getattr__, __dir__ = lazy_face(__name__, {
     "InProcessMemory": "hermes_fsm.memory.tiered",
     "InProcessSemanticStore": "hermes_fsm.memory.semantic",
     "InProcessWorkingMemory": "hermes_fsm.memory.working",
+    "LayeredRecall": "hermes_fsm.memory.tiered",
     "Memory": "hermes_fsm.memory.tiered",
     "MemoryItem": "hermes_fsm.memory.items",
     "RecallPolicy": "hermes_fsm.memory.recall",

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.items import MemoryItem
+from hermes_fsm.memory.sqlite_files import open_sqlite
 
 __all__ = ["SQLiteArchive"]
 
@@ -47,17 +48,8 @@ class SQLiteArchive:
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
-            try:
-                if self.path != ":memory:":
-                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0,
-                                     check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.executescript(_SCHEMA)
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"{self.name}: cannot open ({exc}); check that the "
-                                       "directory is writable (memory.data_dir)") from exc
-            self._db = db
+            self._db = open_sqlite(self.path, self.name,
+                                   setup=lambda db: db.executescript(_SCHEMA))
         return self._db
 
     async def _run(self, what: str, sql: str, rows: Sequence[tuple[object, ...]] = ()

@@ -26,6 +26,7 @@ from hermes_fsm._internal.json_safe import dumps, safe_text
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
+from hermes_fsm.memory.sqlite_files import open_sqlite
 
 __all__ = ["SQLiteExperienceLog"]
 
@@ -53,6 +54,13 @@ _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request
             "error_code, detail, duration_ms, caused_by, event_seq")
 
 
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring the schema to the latest version (``PRAGMA user_version`` holds it)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
+        db.executescript(f"BEGIN; {ddl}; PRAGMA user_version={number}; COMMIT;")
+
+
 class SQLiteExperienceLog:
     """The experience log in a SQLite file.
 
@@ -78,35 +86,17 @@ class SQLiteExperienceLog:
 
     def _open(self) -> sqlite3.Connection:
         if self._db is None:
-            try:
-                if self.path != ":memory:":
-                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                # opened in whichever thread came first; then read on the loop's only
-                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0,
-                                     check_same_thread=False)
-                db.execute("PRAGMA journal_mode=WAL")
-                db.execute("PRAGMA synchronous=NORMAL")
-                version = db.execute("PRAGMA user_version").fetchone()[0]
-                for number, ddl in enumerate(_MIGRATIONS[version:], start=version + 1):
-                    db.executescript(f"BEGIN; {ddl}; PRAGMA user_version={number}; COMMIT;")
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"{self.name}: cannot open ({exc}); check that the "
-                                       "directory is writable (memory.data_dir)") from exc
-            self._db = db
+            # opened in whichever thread came first; then read on the loop's only
+            self._db = open_sqlite(self.path, self.name,
+                                   pragmas=("journal_mode=WAL", "synchronous=NORMAL"),
+                                   setup=_migrate)
         return self._db
 
     def _write_conn(self) -> sqlite3.Connection:
         """The writers' connection (a worker thread's, under ``_writing``)."""
         if self._writer is None:
             self._conn()  # creates and migrates the schema
-            try:
-                db = sqlite3.connect(self.path, isolation_level=None, timeout=5.0,
-                                     check_same_thread=False)
-                db.execute("PRAGMA synchronous=NORMAL")
-            except sqlite3.Error as exc:
-                raise MemoryStoreError(f"{self.name}: cannot open ({exc}); check that the "
-                                       "directory is writable (memory.data_dir)") from exc
-            self._writer = db
+            self._writer = open_sqlite(self.path, self.name, pragmas=("synchronous=NORMAL",))
         return self._writer
 
     async def _write(self, call: Any, *args: Any) -> Any:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, runtime_checkable
 
@@ -42,7 +42,7 @@ from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
 from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 from hermes_fsm.memory.working import InProcessWorkingMemory, WorkingMemory
 
-__all__ = ["InProcessMemory", "Memory", "TieredMemory"]
+__all__ = ["DomainMemory", "InProcessMemory", "LayeredRecall", "Memory", "TieredMemory"]
 
 
 @runtime_checkable
@@ -101,13 +101,14 @@ class TieredMemory:
     # --- recall -------------------------------------------------------------------------
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
-                     now: datetime | None = None, domain: str | None = None) -> list[MemoryItem]:
+                     now: datetime | None = None, domain: str | None = None,
+                     shared: bool = True) -> list[MemoryItem]:
         """Active items of ``user_id`` at or above the threshold of relevance (calibrated
         similarity), best first by relevance with recency as a bounded tie-break
         (:mod:`.recall`), top k.
 
         Each item's ``score`` is its final score. ``domain`` keeps items of that domain
-        and of none.
+        and of none (``shared=False``: of that domain only).
         """
         policy = self.policy
         k = policy.k if k is None else k
@@ -120,7 +121,8 @@ class TieredMemory:
         for item in candidates:
             if item.user_id != user_id or item.status != "active":  # belt and braces
                 continue
-            if domain is not None and item.domain not in (None, domain):
+            if domain is not None and item.domain != domain and (
+                    not shared or item.domain is not None):
                 continue
             if policy.expired(item, now):  # the short-term layer's TTL
                 continue
@@ -129,6 +131,46 @@ class TieredMemory:
                 scored.append((score, item))
         scored.sort(key=lambda pair: pair[0], reverse=True)
         return [replace(item, score=score) for score, item in scored[:k]]
+
+    async def walk(self, user_id: str, query: str, *, session_id: str | None = None,
+                   entities: Sequence[str] = (), k: int | None = None,
+                   now: datetime | None = None, domain: str | None = None) -> LayeredRecall:
+        """Recall through the layers in order (seed 002 §2.4): the session's working memory
+        (its recent messages), then the semantic items (:meth:`recall`), then the
+        experience log — the user's entries whose request or arguments name one of
+        ``entities`` (the conversation graph's entity values) first, newest first, then
+        the entries most similar to ``query``; ``k`` of those (the policy's k by default).
+
+        Not yet on the turn path: the engine recalls through :meth:`recall`.
+        """
+        k = self.policy.k if k is None else k
+        working = await self.working.recent(user_id, session_id) if session_id else []
+        semantic = await self.recall(user_id, query, k, now=now, domain=domain)
+        names = [e.casefold() for e in entities if e and e.strip()]
+        keyed: list[Experience] = []
+        if names:
+            for entry in await self.experience.entries(user_id, limit=500):
+                said = " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
+                if entry.user_id == user_id and any(n in said for n in names):
+                    keyed.append(entry)
+            keyed.sort(key=lambda e: e.at, reverse=True)
+        seen = {e.entry_id for e in keyed}
+        similar = [e for e in await self.experience.similar_outcomes(user_id, query, k)
+                   if e.entry_id not in seen]
+        return LayeredRecall(working=list(working), semantic=semantic,
+                             experience=(keyed + similar)[:k])
+
+    def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:
+        """This memory seen from inside ``domain`` (seed 003 §5): what a session of that
+        domain is given as its memory (see :class:`DomainMemory`)."""
+        return DomainMemory(self, domain, shared=shared)
+
+    def warm(self) -> None:
+        """Start loading what the first recall needs (the embedder's model) in the
+        background, where the embedder can (:meth:`USEEmbedder.warm`); returns at once."""
+        warm = getattr(self.embedder, "warm", None)
+        if callable(warm):
+            warm()
 
     async def items(self, user_id: str) -> list[MemoryItem]:
         """Every item of ``user_id`` (any status), oldest first."""
@@ -280,6 +322,55 @@ def _sealed_entry(entry: Experience) -> Experience:
     elif detail is not None:
         detail = "sealed"
     return replace(entry, request="", arguments={}, detail=detail)
+
+
+@dataclass(frozen=True, slots=True)
+class LayeredRecall:
+    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked."""
+
+    working: list[dict[str, Any]]
+    semantic: list[MemoryItem]
+    experience: list[Experience]
+
+
+class DomainMemory:
+    """A :class:`TieredMemory` bound to one memory domain: every commit is written in
+    ``domain`` (whatever the turn's context says) and recall returns items of ``domain``
+    only — with ``shared=True``, also the items of no domain (the user's general profile).
+    Anything else (``experience``, ``background``, ``close``, ``forget`` …) is the
+    underlying memory's, so an orchestrator can be given it as its memory.
+
+    Recall filters the nearest candidates (``RecallPolicy.candidates``, 50 by default) of
+    all the user's domains: a user with far more items in other domains than that can see
+    fewer than ``k`` of this one's.
+    """
+
+    def __init__(self, memory: TieredMemory, domain: str, *, shared: bool = False) -> None:
+        if not domain or not domain.strip():
+            raise ValueError("a memory domain needs a name (got an empty one)")
+        self.memory, self.domain, self.shared = memory, domain, shared
+
+    async def recall(self, user_id: str, query: str, k: int | None = None, *,
+                     now: datetime | None = None) -> list[MemoryItem]:
+        """:meth:`TieredMemory.recall` inside the domain."""
+        return await self.memory.recall(user_id, query, k, now=now, domain=self.domain,
+                                        shared=self.shared)
+
+    async def apply(self, user_id: str, turn_id: str, updates: Sequence[MemoryUpdate],
+                    now: datetime, **context: Any) -> list[WriteOutcome]:
+        """:meth:`TieredMemory.apply`, written in the domain."""
+        return await self.memory.apply(user_id, turn_id, updates, now,
+                                       **{**context, "domain": self.domain})
+
+    async def items(self, user_id: str) -> list[MemoryItem]:
+        """The user's items of the domain (and of none, when shared), any status."""
+        return [i for i in await self.memory.items(user_id)
+                if i.domain == self.domain or (self.shared and i.domain is None)]
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "memory":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.memory, name)
 
 
 class InProcessMemory(TieredMemory):

@@ -107,3 +107,66 @@ def test_domain_keys_with_a_qdrant_server_are_refused() -> None:
     with pytest.raises(ConfigError, match="needs the embedded Qdrant Edge store"):
         build_memory(MemoryConfig(qdrant_url="http://127.0.0.1:6333",
                                   domain_keys={"wealth": "HERMES_KEY_WEALTH"}))
+
+
+async def test_a_domain_view_writes_in_its_domain_and_recalls_only_it(tmp_path) -> None:
+    """Sessions of a domain get ``memory.in_domain(d)``: over many users and domains, a
+    commit through one domain's view is never recalled through another's; ``shared=True``
+    adds the items of no domain, never another domain's."""
+    memory = memory_at(tmp_path, None)
+    domains = ("credit_card", "wealth", "loans")
+    users = [f"user-{n}" for n in range(6)]
+    try:
+        for u, user in enumerate(users):
+            for d, domain in enumerate(domains):
+                view = memory.in_domain(domain)
+                await view.apply(user, f"t-{u}-{d}", [MemoryUpdate(
+                    key="preference.contact_channel", update_type="create",
+                    value=f"{domain}-{user}", evidence_source="user_message")],
+                    NOW + timedelta(minutes=d), text=f"contact me about {domain} by email",
+                    domain="ignored-the-view-decides")
+            await commit(memory, user, f"t-{u}-none", "profile.city", "Berlin",
+                         "I live in Berlin", None)
+        for user in users:
+            for domain in domains:
+                only = await memory.in_domain(domain).recall(user, "how to contact me", 10)
+                assert only and {(i.domain, i.value) for i in only} == {
+                    (domain, f"{domain}-{user}")}
+                shared = await memory.in_domain(domain, shared=True).recall(
+                    user, "how to contact me, where do I live", 10)
+                assert {i.domain for i in shared} == {domain, None}
+                assert all(i.user_id == user for i in shared)
+                listed = await memory.in_domain(domain).items(user)
+                assert [i.value for i in listed] == [f"{domain}-{user}"]
+        # each domain keeps its own current value: no supersession across domains
+        everything = await memory.items(users[0])
+        assert sum(i.status == "active" for i in everything) == len(domains) + 1
+        with pytest.raises(ValueError, match="needs a name"):
+            memory.in_domain(" ")
+    finally:
+        await memory.close()
+
+
+async def test_an_orchestrator_given_a_domain_view_commits_and_recalls_inside_it() -> None:
+    """The engine takes a domain's view as its memory: the rules brain's stored preference
+    lands in the domain, and a later turn of that domain recalls it; another domain's
+    orchestrator over the same tiers does not."""
+    from hermes_fsm.config.build import build_orchestrator
+    from hermes_fsm.memory import InProcessMemory
+
+    tiers = InProcessMemory()
+    wealth = build_orchestrator(memory=tiers.in_domain("wealth"))
+    cards = build_orchestrator(memory=tiers.in_domain("credit_card"))
+    try:
+        await wealth.run_turn(None, "Please contact me by email", user_id="alice")
+        (item,) = [i for i in await tiers.items("alice") if i.status == "active"]
+        assert (item.key, item.value, item.domain) == ("preference.contact_channel",
+                                                       "email", "wealth")
+        assert await tiers.in_domain("wealth").recall("alice", "how should I be contacted")
+        assert await tiers.in_domain("credit_card").recall("alice", "contact email") == []
+        result = await cards.run_turn(None, "how should I be contacted?", user_id="alice")
+        recalled = [e for e in result.events if e.kind == "memory_recalled"]
+        assert recalled == []  # nothing of the wealth domain reached the card session
+    finally:
+        await wealth.aclose()
+        await cards.aclose()

@@ -92,3 +92,70 @@ def test_rollback_without_a_time_and_a_bad_time_are_usage_errors(capsys):
     assert "needs --as-of" in capsys.readouterr().err
     assert cli("memory", "show", "--user", "erin", "--as-of", "last tuesday")[0] == 1
     assert "is not a time" in capsys.readouterr().err
+
+
+def test_archive_moves_stale_items_out_and_restore_puts_them_back(capsys):
+    cli("run", "--user", "frank", "Please contact me by email")
+    cli("run", "--user", "frank", "Actually, contact me by phone instead")
+    cli("run", "--user", "gina", "Please contact me by email")
+    cli("run", "--user", "gina", "Actually, contact me by phone instead")
+    code, kept = cli("memory", "archive", "--user", "frank")  # superseded just now: not stale
+    assert code == 0 and "0 item(s) archived" in kept
+    code, moved = cli("memory", "archive", "--user", "frank", "--stale-days", "0")
+    assert code == 0 and "superseded preference.contact_channel: email" in moved
+    assert "1 item(s) archived for user 'frank'" in moved
+    _, history = cli("memory", "list", "--all", "--user", "frank")
+    assert "email" not in history and "phone" in history  # out of the vector index
+    assert "superseded" in cli("memory", "list", "--all", "--user", "gina")[1]  # not hers
+    _, listed = cli("memory", "restore", "--user", "frank")
+    assert "1 item(s) in the archive" in listed
+    item_id = listed.split()[0]
+    assert cli("memory", "restore", "no-such-id", "--user", "frank")[0] == 1
+    assert "no archived item 'no-such-id'" in capsys.readouterr().err
+    assert cli("memory", "restore", item_id, "--user", "gina")[0] == 1  # not hers to restore
+    code, restored = cli("memory", "restore", item_id, "--user", "frank")
+    assert code == 0 and "1 item(s) restored" in restored
+    _, history = cli("memory", "list", "--all", "--user", "frank")
+    assert "superseded preference.contact_channel: email" in history
+    assert "0 item(s) in the archive" in cli("memory", "restore", "--user", "frank")[1]
+    assert "preference.contact_channel: phone" in first_found("contact", "frank")
+
+
+def test_archive_with_a_query_and_restore_with_both_an_id_and_all_are_usage_errors(capsys):
+    assert cli("memory", "archive", "email", "--user", "frank")[0] == 1
+    assert "takes no query" in capsys.readouterr().err
+    assert cli("memory", "restore", "abc", "--all", "--user", "frank")[0] == 1
+    assert "not both" in capsys.readouterr().err
+
+
+def test_memory_migrate_moves_an_old_local_mode_store_into_edge(tmp_path, monkeypatch):
+    """``hermes-fsm memory migrate``: a data dir the old embedded store wrote (qdrant-client
+    local mode) becomes an Edge store the other commands read."""
+    import asyncio
+    from datetime import UTC, datetime
+
+    from hermes_fsm.contracts.states import MemoryUpdate
+    from hermes_fsm.memory import HashingEmbedder, InProcessWorkingMemory, TieredMemory
+    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+    from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+
+    monkeypatch.setenv("HERMES_DATA_DIR", str(tmp_path))
+    embedder = HashingEmbedder()  # the tests' configured embedder (HERMES_EMBEDDER=hashing)
+
+    async def old_store() -> None:
+        old = TieredMemory(working=InProcessWorkingMemory(), embedder=embedder,
+                           semantic=QdrantSemanticStore(embedder.dim,
+                                                        path=str(tmp_path / "qdrant")),
+                           experience=SQLiteExperienceLog())
+        await old.apply("hank", "turn-1", [MemoryUpdate(
+            key="preference.contact_channel", update_type="create", value="email",
+            evidence_source="user_message")], datetime.now(UTC),
+            text="Please contact me by email")
+        await old.close()
+    asyncio.run(old_store())
+    assert cli("memory", "migrate", "--user", "hank")[0] == 1  # the whole store: no user
+    code, said = cli("memory", "migrate")
+    assert code == 0 and "moved 1 item(s)" in said and "qdrant.migrated" in said
+    assert "preference.contact_channel: email" in first_found("contact", "hank")
+    assert cli("memory", "migrate")[0] == 1  # nothing left to migrate
+    assert cli("memory", "list")[0] == 1  # every other action needs --user

@@ -154,3 +154,53 @@ async def test_forget_cut_short_leaves_the_index_agreeing_with_qdrant(
     assert await store.count("u1") == 0
     assert await store.count("u2") == 2
     assert len(await indexed(store, "u2")) == 2
+
+
+async def test_an_old_local_mode_store_migrates_into_qdrant_edge(tmp_path) -> None:
+    """A data dir written by the old embedded store (qdrant-client local mode under
+    ``data_dir/qdrant``) is moved into the Edge shard: every item of every user, with its
+    status and vector; recall works on the new store; the old directory is kept renamed."""
+    from datetime import UTC, datetime, timedelta
+
+    from hermes_fsm.contracts.states import MemoryUpdate
+    from hermes_fsm.errors import UsageError
+    from hermes_fsm.memory import HashingEmbedder, InProcessWorkingMemory, TieredMemory
+    from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+    from hermes_fsm.memory.migrate import migrate_qdrant_local
+    from hermes_fsm.memory.qdrant_semantic import QdrantSemanticStore
+    from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
+
+    embedder = HashingEmbedder(64)
+    now = datetime(2026, 3, 1, tzinfo=UTC)
+
+    def tiers(semantic: object) -> TieredMemory:
+        return TieredMemory(working=InProcessWorkingMemory(), semantic=semantic,  # type: ignore[arg-type]
+                            experience=SQLiteExperienceLog(), embedder=embedder)
+
+    old = tiers(QdrantSemanticStore(64, path=str(tmp_path / "qdrant")))
+    said = [("alice", "email", "Please contact me by email"),
+            ("alice", "phone", "Actually call me on the phone"),
+            ("bob", "wechat", "请用微信联系我")]
+    for n, (user, value, text) in enumerate(said):
+        await old.apply(user, f"turn-{n}", [MemoryUpdate(
+            key="preference.contact_channel", update_type="create", value=value,
+            evidence_source="user_message")], now + timedelta(hours=n), text=text)
+    before = {u: await old.items(u) for u in ("alice", "bob")}
+    await old.close()
+
+    edge = EdgeSemanticStore(64, tmp_path / "edge", embedder=embedder.name)
+    assert await migrate_qdrant_local(tmp_path, edge) == 3
+    assert not (tmp_path / "qdrant").exists() and (tmp_path / "qdrant.migrated").exists()
+    new = tiers(edge)
+    try:
+        for user, items in before.items():
+            assert await new.items(user) == items  # statuses, times, texts: all kept
+        (found, *_) = await new.recall("alice", "contact phone", now=now + timedelta(days=1))
+        assert (found.value, found.status) == ("phone", "active")
+        with pytest.raises(UsageError, match="no old memory store"):
+            await migrate_qdrant_local(tmp_path, edge)
+        (tmp_path / "qdrant.migrated").rename(tmp_path / "qdrant")
+        with pytest.raises(UsageError, match="holds items already"):
+            await migrate_qdrant_local(tmp_path, edge)
+    finally:
+        await new.close()

@@ -294,3 +294,36 @@ async def test_stale_items_are_archived_out_of_the_index_and_can_be_restored(mem
     found = await memory.recall("u1", "order 2002", now=NOW + timedelta(days=3))
     assert "order 2002" in [i.value for i in found]
     await archive.close()
+
+
+async def test_walk_goes_working_then_semantic_then_experience_keyed_by_entities(memory):
+    """Seed 002 §2.4: the session's messages, the user's items, then her experience —
+    entries naming a conversation entity first (newest first), then similar requests;
+    never another user's."""
+    from datetime import timedelta
+
+    def call(n: int, user: str, warehouse: str, request: str) -> Experience:
+        return Experience(entry_id=f"{user}:c{n}", kind="tool_call", user_id=user,
+                          session_id="s1", turn_id=f"t{n}", at=NOW + timedelta(minutes=n),
+                          tool="inventory_lookup", request=request,
+                          arguments={"warehouse": warehouse, "sku": "A1"})
+
+    await apply(memory, "u1", "t1", [update("preference.contact", "email")],
+                text="email me", experiences=[call(1, "u1", "east", "stock of A1")])
+    await apply(memory, "u1", "t2", [update("preference.warehouse", "east")],
+                text="check the east warehouse first",
+                experiences=[call(2, "u1", "west", "stock of A1 in the west"),
+                             call(3, "u1", "east", "is A1 in stock")])
+    await apply(memory, "u2", "t9", [], text="hi",
+                experiences=[call(9, "u2", "east", "east stock of A1")])
+    walked = await memory.walk("u1", "which warehouse should I check", session_id="s1",
+                               entities=["East"], now=NOW + timedelta(hours=1))
+    assert [m["content"] for m in walked.working if m["role"] == "user"] == [
+        "email me", "check the east warehouse first"]
+    assert walked.semantic[0].key == "preference.warehouse"
+    tools = [e for e in walked.experience if e.kind == "tool_call"]
+    assert [e.entry_id for e in tools[:2]] == ["u1:c3", "u1:c1"]  # the entity's, newest first
+    assert all(e.user_id == "u1" for e in walked.experience)
+    assert len(walked.experience) <= memory.policy.k
+    no_session = await memory.walk("u1", "warehouse", entities=[])
+    assert no_session.working == [] and no_session.semantic
