@@ -20,6 +20,7 @@ from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.memory.settings import default_data_dir
 from hermes_fsm.sources import Clock
 from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
+from hermes_fsm.tools.canary import Canary
 from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.permissions import Caller, Permissions
@@ -71,6 +72,8 @@ class Toolbox:
                 min_calls=e.min_calls, failure_rate=e.failure_rate, refresh_s=e.refresh_s,
                 clock=clock)
         registry.breaker = breaker
+        for name, canary in config.tools.canaries.items():  # new versions, a share each
+            registry.add_canary(Canary(name, **canary.model_dump()))
         pinned: dict[str, Any] = {}
         if config.mcp_servers:
             directory = config.tools.contracts_dir or default_tool_contract_dir()

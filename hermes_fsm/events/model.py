@@ -53,6 +53,8 @@ __all__ = [
     "ToolCallProgress",
     "ToolCallRetried",
     "ToolCallStarted",
+    "ToolCanaryRolledBack",
+    "ToolVersionChosen",
     "TurnFinished",
     "TurnStarted",
 ]
@@ -253,6 +255,29 @@ class ToolCallFinished(_Event):
     fallback: str | None = None
 
 
+class ToolVersionChosen(_Event):
+    """A call of a tool with a canary was routed (:mod:`hermes_fsm.tools.canary`): which
+    registered tool ran it (``runs``), its contract ``version``, whether it is the
+    ``candidate``."""
+
+    kind: Literal["tool_version_chosen"] = "tool_version_chosen"
+    call_id: str
+    tool: str
+    runs: str
+    version: str
+    candidate: bool
+
+
+class ToolCanaryRolledBack(_Event):
+    """A canary's candidate failed too often: every later call goes to the stable tool."""
+
+    kind: Literal["tool_canary_rolled_back"] = "tool_canary_rolled_back"
+    call_id: str
+    tool: str
+    candidate: str
+    reason: str
+
+
 class ToolCallProgress(_Event):
     """A running tool call reported progress (MCP ``notifications/progress``)."""
 
@@ -361,6 +386,8 @@ Event = Annotated[
     | ToolCallFinished
     | ToolCallRetried
     | ToolCallProgress
+    | ToolVersionChosen
+    | ToolCanaryRolledBack
     | MemoryWrite
     | MemoryRecalled
     | MemoryCommitFailed

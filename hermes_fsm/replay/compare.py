@@ -32,7 +32,9 @@ _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "bra
 # settings (window, tokenizer, calibration), so comparing them would report settings,
 # not behaviour. Their recorded lines are not even parsed, and a rerun builds no contexts
 # unless asked (``Replayer(build_contexts=True)``).
-NOT_COMPARED = frozenset({"context_built"})
+# ``tool_version_chosen`` / ``tool_canary_rolled_back``: a rerun answers calls from the
+# recorded outputs, whichever version made them; no canary routes them again.
+NOT_COMPARED = frozenset({"context_built", "tool_version_chosen", "tool_canary_rolled_back"})
 
 
 @dataclass(frozen=True)
