@@ -160,6 +160,14 @@ class CanaryConfig(_Strict):
     allow_writes: bool = False
 
 
+class ToolsetConfig(_Strict):
+    """A scenario's tools, offered to planning when the turn's intent is one of
+    ``intents`` (``*``: every intent); see :mod:`hermes_fsm.tools.toolsets`."""
+
+    tools: list[str] = Field(min_length=1)
+    intents: list[str] = Field(min_length=1)
+
+
 class ToolsConfig(_Strict):
     """Tool contracts and the executor's settings."""
 
@@ -169,6 +177,8 @@ class ToolsConfig(_Strict):
     max_result_chars: int = Field(default=4000, ge=100)
     breaker: BreakerConfig = BreakerConfig()
     canaries: dict[str, CanaryConfig] = {}  # by the stable tool's name
+    toolsets: dict[str, ToolsetConfig] = {}  # by scenario; none: every tool is offered
+    always: list[str] = []  # with toolsets: tools offered whatever the scenario
 
 
 class UserPermissions(_Strict):

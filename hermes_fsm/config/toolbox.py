@@ -25,6 +25,7 @@ from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.permissions import Caller, Permissions
 from hermes_fsm.tools.registry import ToolRegistry
+from hermes_fsm.tools.toolsets import Toolset, Toolsets
 
 __all__ = ["Toolbox"]
 
@@ -74,6 +75,10 @@ class Toolbox:
         registry.breaker = breaker
         for name, canary in config.tools.canaries.items():  # new versions, a share each
             registry.add_canary(Canary(name, **canary.model_dump()))
+        if config.tools.toolsets:  # planning sees the scenario's tools, not every tool
+            registry.toolsets = Toolsets(
+                {n: Toolset(n, tuple(t.tools), tuple(t.intents))
+                 for n, t in config.tools.toolsets.items()}, config.tools.always)
         pinned: dict[str, Any] = {}
         if config.mcp_servers:
             directory = config.tools.contracts_dir or default_tool_contract_dir()

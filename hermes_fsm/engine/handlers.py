@@ -17,6 +17,7 @@ from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.states import ExecutionResults, Plan
 from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
+from hermes_fsm.engine.offered_tools import offered_tools
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
 
@@ -42,7 +43,8 @@ async def ask_brain(turn: TurnContext) -> Any:
         text=turn.text,
         user_id=turn.user_id,
         outputs=turn.by_contract,
-        tools=tuple(turn.validation_context()["tool_catalog"].describe()),
+        tools=offered_tools(turn, turn.validation_context()["tool_catalog"].describe(),
+                            plans="tool_calls" in _schema(contract).get("properties", {})),
         memory=await recalled_memory(turn),
         history=turn.history,
         attempt=turn.attempt,

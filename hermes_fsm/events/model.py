@@ -55,6 +55,7 @@ __all__ = [
     "ToolCallStarted",
     "ToolCanaryRolledBack",
     "ToolVersionChosen",
+    "ToolsOffered",
     "TurnFinished",
     "TurnStarted",
 ]
@@ -210,6 +211,24 @@ class ContextBuilt(_Event):
     summarizer: str | None = None
     summary_error: str | None = None
     overflow: int = 0
+
+
+class ToolsOffered(_Event):
+    """Which tools a planning request carried when toolsets are configured
+    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent``, the
+    tools ``offered``, how many were ``left_out``, and the tools block's tokens with them
+    (``tokens``) and with every tool (``tokens_all``); ``tokens_saved`` is the difference.
+    Emitted just before the request's ``context_built``."""
+
+    kind: Literal["tools_offered"] = "tools_offered"
+    state: str
+    intent: str | None = None
+    toolsets: list[str] = Field(default_factory=list)
+    offered: list[str] = Field(default_factory=list)
+    left_out: int = 0
+    tokens: int = 0
+    tokens_all: int = 0
+    tokens_saved: int = 0
 
 
 class TokenChunk(_Event):
@@ -381,6 +400,7 @@ Event = Annotated[
     | RouteTaken
     | BrainCall
     | ContextBuilt
+    | ToolsOffered
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished
