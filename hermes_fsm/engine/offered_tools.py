@@ -1,10 +1,16 @@
-"""The tools a brain request carries: every permitted tool, or the turn's toolsets'.
+"""What a brain request carries from the tools: every permitted tool or the turn's
+toolsets', and the MCP prompt templates the turn's intent loads.
 
 With toolsets configured (:mod:`hermes_fsm.tools.toolsets`, on the registry) a planning
 request carries the tools of the scenario the turn's intent belongs to, the ``always``
 tools, and the tools the turn's latest plan already named; a
 :class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
 tokens that saved (counted by the context builder's counter, when there is one).
+
+A server prompt (:mod:`hermes_fsm.tools.server_prompts`) whose intents name the turn's
+intent is fetched from its server for the planning and answering requests and added to
+the request's background block (so the token budget counts it with memory); a
+:class:`~hermes_fsm.events.model.PromptLoaded` event says which, with what arguments.
 """
 
 from __future__ import annotations
@@ -14,9 +20,11 @@ from typing import Any
 
 from hermes_fsm.brain.prompt import tools_block
 from hermes_fsm.brain.protocol import ToolDescription
-from hermes_fsm.events.model import ToolsOffered
+from hermes_fsm.events.model import PromptLoaded, ToolsOffered
 
-__all__ = ["offered_tools"]
+__all__ = ["offered_tools", "with_server_prompts"]
+
+_PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
 
 
 def _get(value: Any, name: str) -> Any:
@@ -54,3 +62,40 @@ def offered_tools(
         tokens_saved=every - tokens,
     )
     return offered
+
+
+async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the texts of the server prompts the turn's intent loads (see the
+    module docs); ``memory`` itself when none applies."""
+    prompts = turn.services.tools.prompts
+    if not prompts or contract_name not in _PROMPTED:
+        return memory
+    intent_output = turn.by_contract.get("intent")
+    intent = _get(intent_output, "intent_type")
+    parameters = _get(intent_output, "parameters") or {}
+    blocks = []
+    counter = getattr(turn.services.context, "counter", None)
+    assert turn.state is not None
+    for prompt in prompts.values():
+        if not prompt.applies(intent) or prompt.get is None:
+            continue
+        arguments = prompt.arguments_from(parameters)
+        if arguments is None:
+            turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
+                      error="the intent lacks a parameter the prompt takes: "
+                            f"{sorted(prompt.arguments.values())}")
+            continue
+        try:
+            messages = await prompt.get(arguments)
+        except Exception as exc:  # a server down: the turn goes on without its prompt
+            turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
+                      arguments=arguments, error=f"{type(exc).__name__}: {exc}")
+            continue
+        text = "\n".join(m.get("text", "") for m in messages if m.get("text"))
+        block = f"Guidance from {prompt.name}:\n{text}"
+        blocks.append(block)
+        turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
+                  arguments=arguments, tokens=counter.count(block) if counter else 0)
+    if not blocks:
+        return memory
+    return "\n\n".join([*blocks, memory] if memory else blocks)

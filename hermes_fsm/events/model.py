@@ -42,6 +42,7 @@ __all__ = [
     "MemoryCommitFailed",
     "MemoryRecalled",
     "MemoryWrite",
+    "PromptLoaded",
     "Retry",
     "RouteTaken",
     "StateEntered",
@@ -231,6 +232,21 @@ class ToolsOffered(_Event):
     tokens_saved: int = 0
 
 
+class PromptLoaded(_Event):
+    """An MCP server's prompt template was loaded into a brain request because the turn's
+    ``intent`` matched it (:mod:`hermes_fsm.tools.server_prompts`): its ``arguments``, the
+    ``text``'s ``tokens`` (counted as part of the request's memory block), or the
+    ``error`` that kept it out."""
+
+    kind: Literal["prompt_loaded"] = "prompt_loaded"
+    state: str
+    prompt: str
+    intent: str | None = None
+    arguments: dict[str, str] = Field(default_factory=dict)
+    tokens: int = 0
+    error: str | None = None
+
+
 class TokenChunk(_Event):
     """A piece of streamed answer text."""
 
@@ -401,6 +417,7 @@ Event = Annotated[
     | BrainCall
     | ContextBuilt
     | ToolsOffered
+    | PromptLoaded
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished

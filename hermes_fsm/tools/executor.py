@@ -57,7 +57,7 @@ from hermes_fsm.events.model import (
     ToolVersionChosen,
 )
 from hermes_fsm.tools.calling import calling_as
-from hermes_fsm.tools.compensation import compensable, settle
+from hermes_fsm.tools.compensation import UNKNOWN_OUTCOMES, compensable, settle
 from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
@@ -344,6 +344,12 @@ class ToolExecutor:
                 break
             retryable = contract.error_is_retryable(code) if declared is None else declared
             breaker.record(tool_name, False)
+            if retryable and code in UNKNOWN_OUTCOMES and not contract.is_idempotent:
+                # it may have acted: made again it could act twice (its status tool is
+                # asked after the plan, tools/compensation.py)
+                return failure(code, f"{message}; not made again: {tool_name} is not "
+                               "idempotent and may have acted, so check its effect first",
+                               False)
             if not retryable or attempt >= policy.max_attempts:
                 return failure(code, message, retryable)
             delay = policy.delay(attempt, self._random)

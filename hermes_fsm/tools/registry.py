@@ -40,6 +40,7 @@ from hermes_fsm.errors import ToolError
 from hermes_fsm.tools.breaker import CircuitBreaker, NoBreaker
 from hermes_fsm.tools.canary import Canary
 from hermes_fsm.tools.permissions import Caller, Permissions, permission_problem
+from hermes_fsm.tools.server_prompts import ServerPrompt
 from hermes_fsm.tools.toolsets import Toolsets
 
 __all__ = ["CallerCatalog", "Tool", "ToolRegistry", "ToolSource", "model_from_signature",
@@ -269,6 +270,9 @@ class ToolRegistry:
         self.canaries: dict[str, Canary] = {}
         """Canary versions by the stable tool's name (:meth:`add_canary`)."""
         self._candidates: frozenset[str] = frozenset()
+        self.prompts: dict[str, ServerPrompt] = {}
+        """MCP servers' prompt templates a turn loads by intent
+        (:mod:`hermes_fsm.tools.server_prompts`), by ``<server>.<prompt>``."""
         self.toolsets: Toolsets | None = None
         """Tools by scenario (:mod:`hermes_fsm.tools.toolsets`): ``None``, every tool is
         offered to every planning request."""
