@@ -11,11 +11,12 @@ Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SK
 process by it), ``add_tool`` (adds a tool at run time and announces
 ``tools/list_changed``), and a returns service for compensation (``create_return``,
 which ``set_return_fault`` makes hang or fail; ``query_return_status``; ``cancel_return``,
-which the fault ``cancel_hang`` makes hang; ``return_effects``). Resources: ``demo://calendar`` (every event as JSON),
-``demo://stock-policy`` (the stock policy). Prompts: ``plan_my_day``, ``return_request``
-(退货申请). Built on ``mcp.server.MCPServer`` (the 2.x FastMCP), so it speaks both
-the 2026-07-28 protocol and the 2025-11-25 handshake. (The embedded configuration runs the
-dependency-free :mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
+which the fault ``cancel_hang`` makes hang; ``return_effects``). Resources:
+``demo://calendar`` (every event as JSON), ``demo://stock-policy`` (the stock policy).
+Prompts: ``plan_my_day``, ``return_request`` (退货申请). Built on ``mcp.server.MCPServer``
+(the 2.x FastMCP), so it speaks both the 2026-07-28 protocol and the 2025-11-25
+handshake. (The embedded configuration runs the dependency-free
+:mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
 """
 
 from __future__ import annotations
