@@ -211,3 +211,36 @@ def test_mcp_list_shows_the_resources_and_prompts(
     assert main(["mcp", "list", "--json", "--config", str(config)]) == 0
     [server] = json.loads(capsys.readouterr().out)["servers"]
     assert server["prompts_used"] == ["return_request"]
+
+
+async def test_a_scenarios_resource_is_read_into_its_requests() -> None:
+    toolsets = {
+        "retail": {
+            "tools": ["inventory_lookup"],
+            "intents": ["inventory_query"],
+            "resources": ["demo://stock-policy", "demo://missing"],
+        }
+    }
+    config = HermesConfig(
+        mcp_servers=demo_config(resources=True).mcp_servers, tools={"toolsets": toolsets}
+    )
+    box = await started(config)
+    brain = ScriptedBrain(happy_script())
+    orchestrator = demo_orchestrator(tools=box.registry, executor=box.executor, brain=brain)
+    try:
+        with capture_events(orchestrator) as seen:
+            await orchestrator.run_turn("s1", "How many A1001 are left?")
+    finally:
+        await box.mcp.aclose()
+    [plan_request, *_] = brain.requests_for("plan")
+    assert STOCK_POLICY in plan_request.memory
+    assert STOCK_POLICY in brain.requests_for("response")[0].memory
+    assert STOCK_POLICY not in brain.requests_for("intent")[0].memory
+    read = [e for e in seen.events if e.kind == "resources_read"]
+    assert {e.state for e in read} == {"PLANNING", "RESPONSE"}
+    assert all(
+        e.toolsets == ["retail"]
+        and e.tokens["demo://stock-policy"] > 0
+        and "demo://missing" in e.errors
+        for e in read
+    )

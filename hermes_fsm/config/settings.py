@@ -166,6 +166,7 @@ class ToolsetConfig(_Strict):
 
     tools: list[str] = Field(min_length=1)
     intents: list[str] = Field(min_length=1)
+    resources: list[str] = []  # MCP resource URIs read into the scenario's requests
 
 
 class ToolsConfig(_Strict):

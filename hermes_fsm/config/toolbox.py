@@ -77,7 +77,7 @@ class Toolbox:
             registry.add_canary(Canary(name, **canary.model_dump()))
         if config.tools.toolsets:  # planning sees the scenario's tools, not every tool
             registry.toolsets = Toolsets(
-                {n: Toolset(n, tuple(t.tools), tuple(t.intents))
+                {n: Toolset(n, tuple(t.tools), tuple(t.intents), tuple(t.resources))
                  for n, t in config.tools.toolsets.items()}, config.tools.always)
         pinned: dict[str, Any] = {}
         if config.mcp_servers:

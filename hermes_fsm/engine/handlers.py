@@ -19,7 +19,7 @@ from hermes_fsm.contracts.states import ExecutionResults, Plan
 from hermes_fsm.engine.call_facts import call_facts
 from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
-from hermes_fsm.engine.offered_tools import offered_tools, with_server_prompts
+from hermes_fsm.engine.offered_tools import offered_tools, with_server_context
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
 from hermes_fsm.tools.calling import calling_with_facts
@@ -48,7 +48,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         outputs=turn.by_contract,
         tools=offered_tools(turn, turn.validation_context()["tool_catalog"].describe(),
                             plans="tool_calls" in _schema(contract).get("properties", {})),
-        memory=await with_server_prompts(turn, contract.contract_name,
+        memory=await with_server_context(turn, contract.contract_name,
                                          await recalled_memory(turn)),
         history=turn.history,
         attempt=turn.attempt,

@@ -7,6 +7,11 @@ tools, and the tools the turn's latest plan already named; a
 :class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
 tokens that saved (counted by the context builder's counter, when there is one).
 
+The MCP resources the turn's toolsets name (``tools.toolsets.<name>.resources``) are read
+for the planning and answering requests through the servers' ``<server>.read_resource``
+tools (``mcp_servers.<server>.resources: true``) and added to the background block; a
+:class:`~hermes_fsm.events.model.ResourcesRead` event says which, and their tokens.
+
 A server prompt (:mod:`hermes_fsm.tools.server_prompts`) whose intents name the turn's
 intent is fetched from its server for the planning and answering requests and added to
 the request's background block (so the token budget counts it with memory); a
@@ -20,9 +25,9 @@ from typing import Any
 
 from hermes_fsm.brain.prompt import tools_block
 from hermes_fsm.brain.protocol import ToolDescription
-from hermes_fsm.events.model import PromptLoaded, ToolsOffered
+from hermes_fsm.events.model import PromptLoaded, ResourcesRead, ToolsOffered
 
-__all__ = ["offered_tools", "with_server_prompts"]
+__all__ = ["offered_tools", "with_server_context", "with_server_prompts"]
 
 _PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
 
@@ -96,6 +101,58 @@ async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str
         blocks.append(block)
         turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
                   arguments=arguments, tokens=counter.count(block) if counter else 0)
+    if not blocks:
+        return memory
+    return "\n\n".join([*blocks, memory] if memory else blocks)
+
+
+async def with_server_context(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the turn's toolsets' resources and its intent's server prompts."""
+    return await with_server_prompts(turn, contract_name,
+                                     await with_resources(turn, contract_name, memory))
+
+
+def _reader(registry: Any, uri: str) -> Any:
+    """The ``<server>.read_resource`` tool that can read ``uri`` (``None``: none can)."""
+    for tool in registry.tools():
+        if tool.name.endswith(".read_resource"):
+            uris = tool.input_schema.get("properties", {}).get("uri", {}).get("enum", ())
+            if uri in uris and registry.unavailable(tool) is None:
+                return tool
+    return None
+
+
+async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the resources the turn's toolsets name (see the module docs)."""
+    registry = turn.services.tools
+    toolsets = registry.toolsets
+    if toolsets is None or contract_name not in _PROMPTED:
+        return memory
+    choice = toolsets.select(_get(turn.by_contract.get("intent"), "intent_type"))
+    if choice is None or not choice.resources:
+        return memory
+    counter = getattr(turn.services.context, "counter", None)
+    blocks: list[str] = []
+    tokens: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for uri in choice.resources:
+        reader = _reader(registry, uri)
+        if reader is None:
+            errors[uri] = ("no ready MCP server offers it (set resources: true on the server "
+                           "that has it)")
+            continue
+        try:
+            result = reader.invoke({"uri": uri})
+            read = await result if hasattr(result, "__await__") else result
+        except Exception as exc:  # the turn goes on without it
+            errors[uri] = f"{type(exc).__name__}: {exc}"
+            continue
+        block = f"Reference {uri}:\n{read.get('text', '')}"
+        blocks.append(block)
+        tokens[uri] = counter.count(block) if counter is not None else 0
+    assert turn.state is not None
+    turn.emit(ResourcesRead, state=turn.state.name, toolsets=list(choice.toolsets),
+              tokens=tokens, errors=errors)
     if not blocks:
         return memory
     return "\n\n".join([*blocks, memory] if memory else blocks)

@@ -43,6 +43,7 @@ __all__ = [
     "MemoryRecalled",
     "MemoryWrite",
     "PromptLoaded",
+    "ResourcesRead",
     "Retry",
     "RouteTaken",
     "StateEntered",
@@ -247,6 +248,18 @@ class PromptLoaded(_Event):
     error: str | None = None
 
 
+class ResourcesRead(_Event):
+    """MCP resources read into a brain request because the turn's toolset names them
+    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (part of the request's
+    memory block in the budget), and per URI the ``errors`` that kept one out."""
+
+    kind: Literal["resources_read"] = "resources_read"
+    state: str
+    toolsets: list[str] = Field(default_factory=list)
+    tokens: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, str] = Field(default_factory=dict)
+
+
 class TokenChunk(_Event):
     """A piece of streamed answer text."""
 
@@ -418,6 +431,7 @@ Event = Annotated[
     | ContextBuilt
     | ToolsOffered
     | PromptLoaded
+    | ResourcesRead
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished

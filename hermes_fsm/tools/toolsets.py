@@ -13,7 +13,9 @@ matches every intent) and offers their tools, the ``always`` ones, and the tools
 of this turn already named (a tool outside the scenario is added on demand: the Plan
 contract accepts any registered tool, and once planned it stays offered for the turn's
 later planning rounds). An intent no toolset names gets every tool: a scenario nobody
-configured is not starved of tools.
+configured is not starved of tools. A toolset's ``resources`` (MCP resource URIs) are read
+into the planning and answering requests of its scenario
+(:mod:`hermes_fsm.engine.offered_tools`).
 
 >>> sets = Toolsets({"retail": Toolset("retail", ("store_stock", "price_lookup"),
 ...                                    ("inventory_query",))}, always=("order_status",))
@@ -39,6 +41,7 @@ class Toolset:
     name: str
     tools: tuple[str, ...]
     intents: tuple[str, ...] = ()
+    resources: tuple[str, ...] = ()  # MCP resource URIs read into the scenario's context
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +50,7 @@ class ToolsetChoice:
 
     toolsets: tuple[str, ...]
     tools: frozenset[str]
+    resources: tuple[str, ...] = ()
 
 
 class Toolsets:
@@ -67,7 +71,8 @@ class Toolsets:
         if not chosen:
             return None
         tools = {t for s in chosen for t in s.tools} | set(self.always) | set(named)
-        return ToolsetChoice(tuple(s.name for s in chosen), frozenset(tools))
+        resources = tuple(dict.fromkeys(r for s in chosen for r in s.resources))
+        return ToolsetChoice(tuple(s.name for s in chosen), frozenset(tools), resources)
 
     def unknown_tools(self, known: Iterable[str]) -> list[str]:
         """Tool names the toolsets list that ``known`` lacks (e.g. a misspelt name)."""
