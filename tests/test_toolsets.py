@@ -7,6 +7,7 @@ toolset names gets every tool."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from typing import Any
 
 from hermes_fsm.config.settings import HermesConfig
@@ -132,3 +133,30 @@ def test_toolsets_come_from_the_configuration() -> None:
     assert choice is not None and choice.tools == {*RETAIL, "list_reminders"}
     assert box.registry.toolsets.unknown_tools(box.registry.names()) == []
     assert Toolsets({"x": Toolset("x", ("nope",), ("*",))}).unknown_tools(["a"]) == ["nope"]
+
+
+async def test_of_an_overlapping_local_and_mcp_tool_only_the_configured_one_is_exposed() -> None:
+    # the demo's local create_reminder and the SDK demo server's (over stdio) overlap
+    config = HermesConfig.model_validate(
+        {
+            "mcp_servers": {
+                "demo": {
+                    "transport": "stdio",
+                    "command": sys.executable,
+                    "args": ["-m", "hermes_fsm.demo.mcp_server"],
+                    "enabled_tools": ["create_reminder"],
+                }
+            },
+            "tools": {"prefer": {"demo.create_reminder": "create_reminder"}},
+        }
+    )
+    box = Toolbox.from_config(config)
+    async with asyncio.timeout(60):
+        await box.mcp.start()
+    try:
+        names = [d.name for d in box.registry.describe()]
+        problem = box.registry.check_call("create_reminder", {"text": "x", "due": "y"})
+    finally:
+        await box.mcp.aclose()
+    assert "demo.create_reminder" in names and "create_reminder" not in names
+    assert problem is not None and "exposes instead (tools.prefer)" in problem

@@ -180,6 +180,7 @@ class ToolsConfig(_Strict):
     canaries: dict[str, CanaryConfig] = {}  # by the stable tool's name
     toolsets: dict[str, ToolsetConfig] = {}  # by scenario; none: every tool is offered
     always: list[str] = []  # with toolsets: tools offered whatever the scenario
+    prefer: dict[str, str] = {}  # overlapping tools: exposed name → the one hidden
 
 
 class UserPermissions(_Strict):

@@ -75,6 +75,8 @@ class Toolbox:
         registry.breaker = breaker
         for name, canary in config.tools.canaries.items():  # new versions, a share each
             registry.add_canary(Canary(name, **canary.model_dump()))
+        for exposed, hidden in config.tools.prefer.items():  # a local/MCP overlap: one shows
+            registry.prefer(exposed, hidden)
         if config.tools.toolsets:  # planning sees the scenario's tools, not every tool
             registry.toolsets = Toolsets(
                 {n: Toolset(n, tuple(t.tools), tuple(t.intents), tuple(t.resources))

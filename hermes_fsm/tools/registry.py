@@ -269,7 +269,10 @@ class ToolRegistry:
         """Registries the contracts' conditions read, by name (:meth:`provide_registry`)."""
         self.canaries: dict[str, Canary] = {}
         """Canary versions by the stable tool's name (:meth:`add_canary`)."""
-        self._candidates: frozenset[str] = frozenset()
+        self._hidden: frozenset[str] = frozenset()  # candidates and overlapped tools
+        self.preferred: dict[str, str] = {}
+        """Overlapping tools (a local one and an MCP one doing the same): the hidden name →
+        the one configuration exposes (``tools.prefer``); see :meth:`prefer`."""
         self.prompts: dict[str, ServerPrompt] = {}
         """MCP servers' prompt templates a turn loads by intent
         (:mod:`hermes_fsm.tools.server_prompts`), by ``<server>.<prompt>``."""
@@ -313,6 +316,15 @@ class ToolRegistry:
         self._changed()
         return canary
 
+    def prefer(self, exposed: str, hidden: str) -> None:
+        """Of two overlapping tools (a local one and an MCP one, say), expose ``exposed``
+        only: ``hidden`` is neither offered to brains nor accepted in a plan."""
+        if exposed == hidden:
+            raise ToolError(f"tools.prefer: {exposed!r} cannot hide itself; name the other "
+                            "tool of the overlap")
+        self.preferred[hidden] = exposed
+        self._changed()
+
     @staticmethod
     def _check_canary(canary: Canary, tool: Tool) -> None:
         contract = tool.contract
@@ -353,7 +365,8 @@ class ToolRegistry:
 
     def _changed(self) -> None:
         self._described = None
-        self._candidates = frozenset(c.candidate for c in self.canaries.values())
+        self._hidden = frozenset(c.candidate for c in self.canaries.values()) | \
+            frozenset(self.preferred)
         self._gated = [t for t in self._tools.values() if t.available is not None]
 
     def tool(
@@ -449,7 +462,7 @@ class ToolRegistry:
         """
         if self._described is None:  # a canary's candidate is reached through its stable name
             self._described = [self._tools[n].describe() for n in self.names()
-                               if n not in self._candidates]
+                               if n not in self._hidden]
         described = self._described
         if self._gated or self.breaker.any_open():
             described = [d for d in described if self.unavailable(self._tools[d.name]) is None]
@@ -472,7 +485,11 @@ class ToolRegistry:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return f"unknown tool {tool_name!r}; known tools: {known}"
-        if tool_name in self._candidates:
+        if tool_name in self._hidden:
+            if tool_name in self.preferred:
+                exposed = self.preferred[tool_name]
+                return (f"tool {tool_name!r} overlaps {exposed!r}, which the configuration "
+                        f"exposes instead (tools.prefer); plan {exposed!r}")
             stable = next(c.stable for c in self.canaries.values() if c.candidate == tool_name)
             return (f"tool {tool_name!r} is the canary version of {stable!r}; plan {stable!r} "
                     "(a share of its calls reaches the new version)")
