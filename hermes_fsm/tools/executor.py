@@ -27,7 +27,11 @@ permissions: one that does not hold fails the call with ``PRECONDITION_FAILED`` 
 ``details``: the condition, what to confirm) and the tool never runs. Its postconditions
 are checked with the output schema: one that does not hold is an output violation. A
 write whose contract names a compensation is checked and undone as
-:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas).
+:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas). A call
+that is not idempotent is never made again after a ``TIMEOUT`` (it may have acted),
+whatever its retry policy: it fails, not retryable, and its status tool is asked instead.
+A tool with a canary (:mod:`hermes_fsm.tools.canary`) runs on the version its routing
+chooses, with a ``tool_version_chosen`` event; its outcome counts for that version.
 """
 
 from __future__ import annotations
