@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hermes_fsm.cli.tools import tool_record
-from hermes_fsm.config.settings import HermesConfig
+from hermes_fsm.config.settings import HermesConfig, MCPServerConfig
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.contracts.tools import ToolContract
 from hermes_fsm.errors import ToolCallFailed, ToolError
@@ -218,3 +220,39 @@ def test_a_share_outside_zero_to_one_is_refused() -> None:
         Canary("lookup", "lookup_v2", share=1.5)
     with pytest.raises(ToolError, match="another registered tool"):
         lookup_tools().add_canary(Canary("lookup", "lookup", share=0.5))
+
+
+async def test_the_new_version_may_be_an_mcp_tool() -> None:
+    script = str(Path(__file__).resolve().parents[1] / "hermes_fsm" / "demo" / "calendar.py")
+    config = HermesConfig(
+        mcp_servers={
+            "demo": MCPServerConfig(
+                transport="stdio",
+                command=sys.executable,
+                args=[script],
+                enabled_tools=["calendar_query"],
+            )
+        },
+        tools={"canaries": {"calendar_query": {"candidate": "demo.calendar_query", "share": 1.0}}},
+    )
+    reg = ToolRegistry()
+
+    @reg.tool(version="1.0.0")
+    async def calendar_query(
+        query: str, warehouse: str | None = None, limit: int = 3
+    ) -> dict[str, Any]:
+        """The old, local calendar: knows nothing."""
+        return {"query": query, "events": []}
+
+    box = Toolbox.from_config(config, reg)
+    await box.mcp.start()
+    seen, emit = events()
+    try:
+        [out] = await box.executor.execute([("c1", "calendar_query", {"query": "A1001"})], emit)
+    finally:
+        await box.mcp.aclose()
+    assert out["success"] and out["output"]["events"][0]["date"] == "2026-12-03"
+    [chosen] = [f for k, f in seen if k == "tool_version_chosen"]
+    assert chosen["runs"] == "demo.calendar_query" and chosen["candidate"] is True
+    [finished] = [f for k, f in seen if k == "tool_call_finished"]
+    assert finished["source"] == "mcp:demo" and finished["tool"] == "calendar_query"
