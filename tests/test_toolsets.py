@@ -13,7 +13,10 @@ from typing import Any
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.toolbox import Toolbox
 from hermes_fsm.demo.tools import build_demo_registry
+from hermes_fsm.events.recording import parse_recording, recording_text
+from hermes_fsm.replay import Replayer
 from hermes_fsm.testing import ScriptedBrain, capture_events, demo_orchestrator
+from hermes_fsm.tools.canary import Canary
 from hermes_fsm.tools.registry import ToolRegistry
 from hermes_fsm.tools.toolsets import Toolset, Toolsets
 from tests.support import INTENT_TOOLS, PLAN_EMPTY, PLAN_LOOKUP, happy_script
@@ -160,3 +163,14 @@ async def test_of_an_overlapping_local_and_mcp_tool_only_the_configured_one_is_e
         await box.mcp.aclose()
     assert "demo.create_reminder" in names and "create_reminder" not in names
     assert problem is not None and "exposes instead (tools.prefer)" in problem
+
+
+def test_a_recording_made_with_toolsets_and_a_canary_reruns_without_divergence() -> None:
+    reg = thirty_tools()
+    reg.add_canary(Canary("store_stock", "inventory_lookup", share=1.0))  # any read tool
+    orchestrator = demo_orchestrator(tools=reg)
+    asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left?"))
+    recording = parse_recording(recording_text(orchestrator, "s1"), "<test>")
+    assert "tools_offered" in {e.kind for e in recording.events}
+    result = Replayer().rerun(recording, raise_on_failure=False)
+    assert result.ok and result.divergences == []
