@@ -134,6 +134,7 @@ def test_an_error_burst_in_the_new_version_rolls_it_back_within_the_window() -> 
     assert all(e["success"] and e["output"]["by"] == "v1" for e in burst[index + 1 :])
     line = tool_record(reg, reg.get("lookup"))["canary"]["line"]
     assert "ROLLED BACK" in line and "lookup_v2 (2.0.0)" in line
+    assert tool_record(reg, reg.get("lookup_v2"))["hidden"] == "the canary version of lookup"
 
 
 def test_share_zero_in_the_configuration_sends_every_call_to_the_stable_version() -> None:
