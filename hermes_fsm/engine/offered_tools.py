@@ -86,21 +86,38 @@ async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str
             continue
         arguments = prompt.arguments_from(parameters)
         if arguments is None:
-            turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
-                      error="the intent lacks a parameter the prompt takes: "
-                            f"{sorted(prompt.arguments.values())}")
+            turn.emit(
+                PromptLoaded,
+                state=turn.state.name,
+                prompt=prompt.name,
+                intent=intent,
+                error="the intent lacks a parameter the prompt takes: "
+                f"{sorted(prompt.arguments.values())}",
+            )
             continue
         try:
             messages = await prompt.get(arguments)
         except Exception as exc:  # a server down: the turn goes on without its prompt
-            turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
-                      arguments=arguments, error=f"{type(exc).__name__}: {exc}")
+            turn.emit(
+                PromptLoaded,
+                state=turn.state.name,
+                prompt=prompt.name,
+                intent=intent,
+                arguments=arguments,
+                error=f"{type(exc).__name__}: {exc}",
+            )
             continue
         text = "\n".join(m.get("text", "") for m in messages if m.get("text"))
         block = f"Guidance from {prompt.name}:\n{text}"
         blocks.append(block)
-        turn.emit(PromptLoaded, state=turn.state.name, prompt=prompt.name, intent=intent,
-                  arguments=arguments, tokens=counter.count(block) if counter else 0)
+        turn.emit(
+            PromptLoaded,
+            state=turn.state.name,
+            prompt=prompt.name,
+            intent=intent,
+            arguments=arguments,
+            tokens=counter.count(block) if counter else 0,
+        )
     if not blocks:
         return memory
     return "\n\n".join([*blocks, memory] if memory else blocks)
@@ -108,8 +125,9 @@ async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str
 
 async def with_server_context(turn: Any, contract_name: str, memory: str) -> str:
     """``memory`` with the turn's toolsets' resources and its intent's server prompts."""
-    return await with_server_prompts(turn, contract_name,
-                                     await with_resources(turn, contract_name, memory))
+    return await with_server_prompts(
+        turn, contract_name, await with_resources(turn, contract_name, memory)
+    )
 
 
 def _reader(registry: Any, uri: str) -> Any:
@@ -138,8 +156,9 @@ async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
     for uri in choice.resources:
         reader = _reader(registry, uri)
         if reader is None:
-            errors[uri] = ("no ready MCP server offers it (set resources: true on the server "
-                           "that has it)")
+            errors[uri] = (
+                "no ready MCP server offers it (set resources: true on the server that has it)"
+            )
             continue
         try:
             result = reader.invoke({"uri": uri})
@@ -151,8 +170,13 @@ async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
         blocks.append(block)
         tokens[uri] = counter.count(block) if counter is not None else 0
     assert turn.state is not None
-    turn.emit(ResourcesRead, state=turn.state.name, toolsets=list(choice.toolsets),
-              tokens=tokens, errors=errors)
+    turn.emit(
+        ResourcesRead,
+        state=turn.state.name,
+        toolsets=list(choice.toolsets),
+        tokens=tokens,
+        errors=errors,
+    )
     if not blocks:
         return memory
     return "\n\n".join([*blocks, memory] if memory else blocks)
