@@ -197,7 +197,9 @@ async def main() -> None:
                 print(f"    {name.removeprefix('cmdstat_'):<30}{calls / n:8.2f}")
     if profile is not None:
         print("\norchestrator, hottest by own time:")
-        pstats.Stats(profile).sort_stats(os.environ.get("BUS_PROFILE_SORT", "tottime")).print_stats(os.environ.get("BUS_PROFILE_FILTER", ""), 25)
+        order = os.environ.get("BUS_PROFILE_SORT", "tottime")
+        shown = os.environ.get("BUS_PROFILE_FILTER", "")
+        pstats.Stats(profile).sort_stats(order).print_stats(shown, 25)
     if args.worker_profile:
         print("\nworker, hottest by own time:")
         pstats.Stats(args.worker_profile).sort_stats("tottime").print_stats(18)

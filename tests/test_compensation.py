@@ -180,10 +180,12 @@ def test_a_compensation_with_a_bad_expression_is_refused_at_load_with_its_line()
 
 # --- on a real MCP server: the SDK demo server's returns service over stdio -------------
 
-async def _mcp_returns() -> tuple[Any, ToolRegistry]:
-    """The SDK demo server over stdio, its create_return pinned with a compensation."""
+async def _mcp_returns(timeout_s: float = 1.0) -> tuple[Any, ToolRegistry]:
+    """The SDK demo server over stdio, its create_return pinned with a compensation (and
+    timing out after ``timeout_s``: short for the hanging write, long where a slow answer
+    on a loaded machine must not read as a timeout)."""
     config = MCPServerConfig(transport="stdio", command=sys.executable,
-                             args=["-m", "hermes_fsm.demo.mcp_server"], tool_timeout_s=1.0)
+                             args=["-m", "hermes_fsm.demo.mcp_server"], tool_timeout_s=timeout_s)
     probe = MCPConnection("demo", config, ToolRegistry())
     async with asyncio.timeout(60):
         await probe.start()
@@ -225,7 +227,7 @@ async def test_on_mcp_a_hanging_write_is_status_checked_then_compensated() -> No
 
 
 async def test_on_mcp_a_three_call_plan_whose_third_fails_undoes_two_in_reverse() -> None:
-    connection, registry = await _mcp_returns()
+    connection, registry = await _mcp_returns(timeout_s=20.0)
     executor = ToolExecutor(registry)
     try:
         await executor.execute([("f", "demo.set_return_fault",

@@ -186,13 +186,13 @@ async def test_the_demo_server_over_http_lists_and_reads_resources_and_prompts(
         http_server: str) -> None:
     connection = await connect("demo", MCPServerConfig(transport="http", url=http_server))
     try:
-        assert (connection.resource_count, connection.prompt_count) == (1, 1)
-        (resource,) = await connection.list_resources()
-        assert resource["uri"] == "demo://calendar"
+        assert (connection.resource_count, connection.prompt_count) == (2, 2)
+        resources = await connection.list_resources()
+        assert [r["uri"] for r in resources] == ["demo://calendar", "demo://stock-policy"]
         (text,) = await connection.read_resource("demo://calendar")
         assert json.loads(text)[0]["title"].startswith("Restock A1001")
-        (prompt,) = await connection.list_prompts()
-        assert (prompt["name"], prompt["arguments"]) == ("plan_my_day", ["date"])
+        prompts = {p["name"]: p["arguments"] for p in await connection.list_prompts()}
+        assert prompts == {"plan_my_day": ["date"], "return_request": ["order_id"]}
         (message,) = await connection.get_prompt("plan_my_day", {"date": "2026-12-08"})
         assert "Stocktake" in message["text"]
     finally:
@@ -305,7 +305,7 @@ def test_mcp_list_says_why_a_server_is_not_ready(tmp_path: Path,
     assert "broken: failed" in out and "missing API key" in out
     assert main(["mcp", "list", "--json", "--config", str(config)]) == 0
     servers = {s["name"]: s for s in json.loads(capsys.readouterr().out)["servers"]}
-    assert (servers["demo"]["resources"], servers["demo"]["prompts"]) == (1, 1)
+    assert (servers["demo"]["resources"], servers["demo"]["prompts"]) == (2, 2)
     assert servers["broken"]["status"] == "failed" and servers["broken"]["tools"] == 0
 
 

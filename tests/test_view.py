@@ -100,8 +100,9 @@ def test_user_text_is_escaped_in_the_markup(page: str) -> None:
 def test_the_embedded_events_cannot_close_their_script_element(page: str) -> None:
     events = _embedded_events(page)
     assert events[0]["text"] == HOSTILE
-    # exactly the two scripts of the page: the data block and the code
-    assert page.count("</script>") == 2
+    # exactly the three scripts of the page: the events, the evidence chains (which quote
+    # the message too) and the code
+    assert page.count("</script>") == 3
 
 
 # --- the overlay --------------------------------------------------------------------------
@@ -245,3 +246,16 @@ def test_run_with_record_writes_a_recording_the_view_reads(tmp_path: Path, capsy
     page = (out_dir / "rec-1.html").read_text(encoding="utf-8")
     assert _count(page, "IDLE", "INTENT", "start") == "1"
     assert 'class="warning"' not in page
+
+
+def test_each_turns_evidence_chain_is_embedded_for_the_click(page: str,
+                                                             recording: Recording) -> None:
+    match = re.search(r'<script type="application/json" id="hermes-chains">(.*?)</script>',
+                      page, re.S)
+    assert match is not None
+    chains = json.loads(match.group(1))
+    [turn_id] = {e.turn_id for e in recording.events}
+    text = chains[turn_id]
+    call = next(e for e in recording.events if e.kind == "tool_call_started")
+    assert "[user message]" in text and f"[tool call]    seq {call.seq}  {call.call_id}" in text
+    assert '<pre id="chain"' in page

@@ -206,6 +206,9 @@ async def test_the_view_renders_in_chromium_and_shows_a_clicked_steps_payload(
                                                         "clickCount": 1})
     shown = await browser.evaluate("document.getElementById('payload').textContent")
     assert json.loads(shown) == violation.model_dump(mode="json")
+    chain = await browser.evaluate("document.getElementById('chain').textContent")
+    assert "[user message]" in chain and "[tool call]" in chain  # the step's turn's chain
+    assert "inventory_lookup" in chain and "[answer]" in chain
     assert await browser.evaluate(
         "document.querySelector('svg.hermes-graph g.state.active').getAttribute('data-state')"
     ) == "INTENT"

@@ -378,6 +378,12 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
                   f"resources={r['resources']}  prompts={r['prompts']}\n")
         if r["tool_names"]:
             out.write(f"  tools: {', '.join(r['tool_names'])}\n")
+        if r.get("resource_uris"):
+            out.write(f"  resources: {', '.join(r['resource_uris'])}\n")
+        if r.get("prompt_names"):
+            used = set(r.get("prompts_used") or ())
+            out.write("  prompts: " + ", ".join(f"{p} (used by intent)" if p in used else p
+                                                 for p in r["prompt_names"]) + "\n")
         if r["last_error"]:
             out.write(f"  last error: {r['last_error']}\n")
         for problem in r["problems"]:

@@ -61,6 +61,20 @@ def tool_record(registry: ToolRegistry, tool: Tool, full: bool = False) -> dict[
         "compensation": contract.compensation.model_dump(exclude_defaults=True)
         if contract.compensation is not None else None,
         "health": "ok" if health is None else f"unavailable: {health}"}
+    stable = next((c.stable for c in registry.canaries.values() if c.candidate == tool.name),
+                  None)
+    if stable is not None or tool.name in registry.preferred:  # not offered to brains
+        record["hidden"] = (f"the canary version of {stable}" if stable is not None else
+                            f"overlaps {registry.preferred[tool.name]} (tools.prefer)")
+    canary = registry.canaries.get(tool.name)
+    if canary is not None:  # a new version gets a share of the calls (tools/canary.py)
+        candidate = registry.find(canary.candidate)
+        version = candidate.contract.version if candidate and candidate.contract else \
+            "not registered"
+        record["canary"] = {"candidate": canary.candidate, "version": version,
+                            "share": canary.share, "by": canary.by,
+                            "rolled_back": canary.rolled_back,
+                            "line": canary.describe(version)}
     if full:
         record.update({
             "description": contract.description, "timeout_s": contract.timeout_s,
@@ -156,6 +170,10 @@ def _print_list(records: list[dict[str, Any]], as_json: bool, out: TextIO) -> No
             out.write(f"  preconditions: {', '.join(r['preconditions'])}\n")
         if r["postconditions"]:
             out.write(f"  postconditions: {', '.join(r['postconditions'])}\n")
+        if r.get("hidden"):
+            out.write(f"  not offered: {r['hidden']}\n")
+        if r.get("canary"):
+            out.write(f"  {r['canary']['line']}\n")
         if r["compensation"]:
             undo = r["compensation"]
             status = f"status {undo['status']}, " if undo.get("status") else ""

@@ -144,6 +144,31 @@ class BreakerConfig(_Strict):
     experience: ExperienceBreakerConfig = ExperienceBreakerConfig()
 
 
+class CanaryConfig(_Strict):
+    """A new version of a tool (``candidate``: its registered name, local or MCP) that gets
+    ``share`` of the tool's calls, routed by a stable hash of the request (or the session,
+    or the user); it rolls back when its error rate over the last ``window`` calls exceeds
+    the stable version's by ``margin`` (see :mod:`hermes_fsm.tools.canary`). ``share: 0``
+    rolls back by hand. Idempotent tools only, unless ``allow_writes``."""
+
+    candidate: str = Field(min_length=1)
+    share: float = Field(default=0.05, ge=0.0, le=1.0)
+    margin: float = Field(default=0.1, ge=0.0, le=1.0)
+    window: int = Field(default=200, ge=1)
+    min_calls: int = Field(default=20, ge=1)
+    by: Literal["request", "session", "user"] = "request"
+    allow_writes: bool = False
+
+
+class ToolsetConfig(_Strict):
+    """A scenario's tools, offered to planning when the turn's intent is one of
+    ``intents`` (``*``: every intent); see :mod:`hermes_fsm.tools.toolsets`."""
+
+    tools: list[str] = Field(min_length=1)
+    intents: list[str] = Field(min_length=1)
+    resources: list[str] = []  # MCP resource URIs read into the scenario's requests
+
+
 class ToolsConfig(_Strict):
     """Tool contracts and the executor's settings."""
 
@@ -152,6 +177,10 @@ class ToolsConfig(_Strict):
     demo: bool | None = None  # the demo tools too (default: only without local tools)
     max_result_chars: int = Field(default=4000, ge=100)
     breaker: BreakerConfig = BreakerConfig()
+    canaries: dict[str, CanaryConfig] = {}  # by the stable tool's name
+    toolsets: dict[str, ToolsetConfig] = {}  # by scenario; none: every tool is offered
+    always: list[str] = []  # with toolsets: tools offered whatever the scenario
+    prefer: dict[str, str] = {}  # overlapping tools: exposed name → the one hidden
 
 
 class UserPermissions(_Strict):

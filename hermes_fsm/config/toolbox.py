@@ -20,10 +20,12 @@ from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.memory.settings import default_data_dir
 from hermes_fsm.sources import Clock
 from hermes_fsm.tools.breaker import CircuitBreaker, ExperienceBreaker, WindowBreaker
+from hermes_fsm.tools.canary import Canary
 from hermes_fsm.tools.executor import ToolExecutor
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.permissions import Caller, Permissions
 from hermes_fsm.tools.registry import ToolRegistry
+from hermes_fsm.tools.toolsets import Toolset, Toolsets
 
 __all__ = ["Toolbox"]
 
@@ -71,6 +73,14 @@ class Toolbox:
                 min_calls=e.min_calls, failure_rate=e.failure_rate, refresh_s=e.refresh_s,
                 clock=clock)
         registry.breaker = breaker
+        for name, canary in config.tools.canaries.items():  # new versions, a share each
+            registry.add_canary(Canary(name, **canary.model_dump()))
+        for exposed, hidden in config.tools.prefer.items():  # a local/MCP overlap: one shows
+            registry.prefer(exposed, hidden)
+        if config.tools.toolsets:  # planning sees the scenario's tools, not every tool
+            registry.toolsets = Toolsets(
+                {n: Toolset(n, tuple(t.tools), tuple(t.intents), tuple(t.resources))
+                 for n, t in config.tools.toolsets.items()}, config.tools.always)
         pinned: dict[str, Any] = {}
         if config.mcp_servers:
             directory = config.tools.contracts_dir or default_tool_contract_dir()

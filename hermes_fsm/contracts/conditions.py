@@ -16,18 +16,24 @@ A contract may declare what must hold before a tool runs and what its output mus
         message: "a negative stock count"
 
 An expression sees ``args`` (the call's arguments), ``caller`` (the user id the engine
-calls for), ``registries`` (only those the contract names) and, in a postcondition,
-``output``. It must be boolean. ``message`` and ``confirm`` are text (one string, or
-``{en, zh}``) whose ``{...}`` parts are CEL expressions too, rendered when the
-condition fails.
+calls for), ``registries`` (only those the contract names), in a postcondition
+``output``, and what the session knows: ``conversation`` (the conversation graph:
+``entities``, the active entity nodes — ``id``, ``type``, ``value``, ``canonical``,
+``confidence``, ``version`` — and ``latest``, the latest active node by type, e.g.
+``conversation.latest.Store.confidence >= 0.8``) and ``memory`` (the user's active memory
+items by key — ``value``, ``confidence``, ``type`` —, e.g.
+``!has(memory.blocked) || memory.blocked.value != true``). It must be boolean.
+``message`` and ``confirm`` are text (one string, or ``{en, zh}``) whose ``{...}`` parts
+are CEL expressions too, rendered when the condition fails.
 
 Everything is compiled once, when the contract loads, and checked there: an expression
 that does not parse, names a variable other than those above, reads a field the input
 schema (or output schema, or a registry's entry schema) does not have, or is not boolean
-is refused with the file, line and reason. The check evaluates the expression against a
-probe built from the schemas (every field present, strings empty, numbers zero), so a
-branch the probe does not reach is checked when the call is made: an expression that
-fails to evaluate then counts as not holding (the call is refused; fail closed).
+is refused with the file, line and reason (a key of ``conversation`` or ``memory``,
+which only the session has, is checked when the call is made). The check evaluates the
+expression against a probe built from the schemas (every field present, strings empty,
+numbers zero), so a branch the probe does not reach is checked when the call is made: an
+expression that fails to evaluate then counts as not holding (the call is refused; fail closed).
 
 A failed precondition means the tool never runs: the executor returns ``error_code:
 PRECONDITION_FAILED`` naming the condition, with the message and what to confirm in both
@@ -88,8 +94,9 @@ class Condition(BaseModel):
         return self.name or self.expr
 
 
-_ROOTS = {"precondition": frozenset({"args", "caller", "registries"}),
-          "postcondition": frozenset({"args", "caller", "registries", "output"})}
+_SESSION = frozenset({"conversation", "memory"})  # what the session knows, read at call time
+_ROOTS = {"precondition": frozenset({"args", "caller", "registries"}) | _SESSION,
+          "postcondition": frozenset({"args", "caller", "registries", "output"}) | _SESSION}
 _BOUND = re.compile(r"\.\s*(?:all|exists|exists_one|map|filter)\s*\(\s*([A-Za-z_]\w*)\s*,")
 _PLACEHOLDER = re.compile(r"\{([^{}]+)\}")
 _KEYED = re.compile(r"registries\.([A-Za-z_]\w*)\s*\[\s*([A-Za-z_][\w.]*)\s*\]")
@@ -250,13 +257,17 @@ def compile_conditions(conditions: Sequence[Condition], input_schema: Mapping[st
         try:
             result = program.execute(probe)
         except KeyError as exc:
-            raise ConditionProblem(where, f"{condition.expr!r} reads {exc} which the schemas "
-                                   "do not have; check the field's name against the input, "
-                                   "output or registry schema") from None
+            if set(program.variables()) & _SESSION:
+                result = None  # a key the session may have at call time (fail closed then)
+            else:
+                raise ConditionProblem(
+                    where, f"{condition.expr!r} reads {exc} which the schemas do not have; "
+                    "check the field's name against the input, output or registry schema"
+                ) from None
         except Exception as exc:
             raise ConditionProblem(where, f"{condition.expr!r} cannot be evaluated: "
                                    f"{_first_line(exc)}") from None
-        if not isinstance(result, bool):
+        if result is not None and not isinstance(result, bool):
             raise ConditionProblem(where, f"{condition.expr!r} is not boolean (it gives "
                                    f"{type(result).__name__}); compare it with something")
         texts = []
@@ -406,4 +417,5 @@ def _probe_context(input_schema: Mapping[str, Any], registries: Mapping[str, Map
     return {"args": args, "caller": "",
             "registries": {name: {"": _sample(schema), 0: _sample(schema)}
                            for name, schema in registries.items()},
-            "output": _sample(output_schema) if output_schema is not None else None}
+            "output": _sample(output_schema) if output_schema is not None else None,
+            "conversation": {"entities": [], "latest": {}}, "memory": {}}

@@ -6,6 +6,9 @@
   var events = source ? JSON.parse(source.textContent) : [];
   var rows = Array.prototype.slice.call(document.querySelectorAll("tr.step"));
   var states = Array.prototype.slice.call(document.querySelectorAll("svg.hermes-graph g.state"));
+  var chainSource = document.getElementById("hermes-chains");
+  var chains = chainSource ? JSON.parse(chainSource.textContent) : {};
+  var chainBox = document.getElementById("chain");
   var payload = document.getElementById("payload");
   var title = document.getElementById("payload-title");
   var current = -1;
@@ -29,6 +32,9 @@
     row.setAttribute("aria-selected", "true");
     title.textContent = "Payload of step " + event.seq + " (" + event.kind + ")";
     payload.textContent = JSON.stringify(event, null, 2);
+    if (chainBox) {
+      chainBox.textContent = chains[event.turn_id] || "No evidence chain for this turn.";
+    }
     highlight(row.getAttribute("data-state") || "");
     if (scroll) { row.scrollIntoView({block: "nearest"}); row.focus({preventScroll: true}); }
   }

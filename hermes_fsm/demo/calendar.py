@@ -20,8 +20,8 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["CALENDAR", "CALENDAR_EVENTS", "CALENDAR_QUERY", "calendar_events", "calendar_query",
-           "serve"]
+__all__ = ["CALENDAR", "CALENDAR_EVENTS", "CALENDAR_QUERY", "RETURN_PROMPT", "STOCK_POLICY",
+           "calendar_events", "calendar_query", "return_request", "serve"]
 
 CALENDAR: tuple[dict[str, str], ...] = (
     {"date": "2026-12-03", "title": "Restock A1001 (Wireless mouse)", "warehouse": "east"},
@@ -30,6 +30,25 @@ CALENDAR: tuple[dict[str, str], ...] = (
     {"date": "2026-12-10", "title": "Restock A1001 (Wireless mouse)", "warehouse": "south"},
     {"date": "2026-12-15", "title": "Supplier review", "warehouse": "all"},
 )
+
+STOCK_POLICY = (
+    "Stock policy / 库存政策: counts are updated every 15 minutes (库存每 15 分钟更新一次); a "
+    "count under 5 is 'low stock' (少于 5 件为库存紧张); a store may hold an item for a "
+    "customer for 24 hours (门店可为顾客保留 24 小时); discontinued items are never restocked "
+    "(停产商品不再补货).")
+"""The text of the ``demo://stock-policy`` resource."""
+
+RETURN_PROMPT = "return_request"
+RETURN_PROMPT_DESCRIPTION = "退货申请: how to take a return request for an order."
+
+
+def return_request(order_id: str) -> str:
+    """The text of the ``return_request`` (退货申请) prompt for ``order_id``."""
+    return (f"退货申请 / Return request for order {order_id}: confirm the order id and the "
+            "reason with the user; a return is possible within 7 days of delivery (签收后 7 "
+            "天内可退); never promise a refund before the return is created (退货单创建前不"
+            "承诺退款).")
+
 
 CALENDAR_QUERY = (
     "Find calendar events (restocks, stocktakes, reviews) whose title contains `query`, e.g. "
@@ -205,9 +224,15 @@ class _Server:
     def _resources_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"resources": [{"uri": "demo://calendar", "name": "calendar",
                                "description": "Every event on the demo calendar, as JSON.",
-                               "mimeType": "application/json"}]}
+                               "mimeType": "application/json"},
+                              {"uri": "demo://stock-policy", "name": "stock-policy",
+                               "description": "The stock policy (库存政策).",
+                               "mimeType": "text/plain"}]}
 
     def _resources_read(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params["uri"] == "demo://stock-policy":
+            return {"contents": [{"uri": "demo://stock-policy", "mimeType": "text/plain",
+                                  "text": STOCK_POLICY}]}
         if params["uri"] != "demo://calendar":
             raise KeyError(f"no resource {params['uri']!r}")
         return {"contents": [{"uri": "demo://calendar", "mimeType": "application/json",
@@ -216,9 +241,14 @@ class _Server:
     def _prompts_list(self, params: dict[str, Any]) -> dict[str, Any]:
         return {"prompts": [{"name": "plan_my_day",
                              "description": "Ask for a plan of the day from the calendar.",
-                             "arguments": [{"name": "date", "required": True}]}]}
+                             "arguments": [{"name": "date", "required": True}]},
+                            {"name": RETURN_PROMPT, "description": RETURN_PROMPT_DESCRIPTION,
+                             "arguments": [{"name": "order_id", "required": True}]}]}
 
     def _prompts_get(self, params: dict[str, Any]) -> dict[str, Any]:
+        if params["name"] == RETURN_PROMPT:
+            text = return_request(str(params["arguments"]["order_id"]))
+            return {"messages": [{"role": "user", "content": {"type": "text", "text": text}}]}
         date = params["arguments"]["date"]
         events = [e["title"] for e in CALENDAR if e["date"] == date]
         text = f"Plan my day on {date}. Calendar: {', '.join(events) or 'nothing scheduled'}."

@@ -10,11 +10,13 @@ Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SK
 ``create_reminder``, ``count_slowly`` (reports progress), ``server_pid`` (tests kill the
 process by it), ``add_tool`` (adds a tool at run time and announces
 ``tools/list_changed``), and a returns service for compensation (``create_return``,
-which ``set_return_fault`` makes hang or fail; ``query_return_status``; ``cancel_return``;
-``return_effects``). Resources: ``demo://calendar`` (every event as JSON). Prompts:
-``plan_my_day``. Built on ``mcp.server.MCPServer`` (the 2.x FastMCP), so it speaks both
-the 2026-07-28 protocol and the 2025-11-25 handshake. (The embedded configuration runs the
-dependency-free :mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
+which ``set_return_fault`` makes hang or fail; ``query_return_status``; ``cancel_return``,
+which the fault ``cancel_hang`` makes hang; ``return_effects``). Resources:
+``demo://calendar`` (every event as JSON), ``demo://stock-policy`` (the stock policy).
+Prompts: ``plan_my_day``, ``return_request`` (退货申请). Built on ``mcp.server.MCPServer``
+(the 2.x FastMCP), so it speaks both the 2026-07-28 protocol and the 2025-11-25
+handshake. (The embedded configuration runs the dependency-free
+:mod:`hermes_fsm.demo.calendar` server instead, which starts much faster.)
 """
 
 from __future__ import annotations
@@ -32,7 +34,15 @@ from mcp.types import ToolAnnotations
 from typing_extensions import TypedDict
 
 from hermes_fsm.demo import calendar as demo_calendar
-from hermes_fsm.demo.calendar import CALENDAR, CALENDAR_EVENTS, CALENDAR_QUERY
+from hermes_fsm.demo.calendar import (
+    CALENDAR,
+    CALENDAR_EVENTS,
+    CALENDAR_QUERY,
+    RETURN_PROMPT,
+    RETURN_PROMPT_DESCRIPTION,
+    STOCK_POLICY,
+    return_request,
+)
 
 __all__ = ["build_server", "main"]
 
@@ -161,15 +171,18 @@ def build_server() -> MCPServer:
         return {"order_id": order_id, "status": returns.get(order_id, "none")}
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, idempotent_hint=True))
-    def cancel_return(order_id: str) -> dict[str, str]:
+    async def cancel_return(order_id: str) -> dict[str, str]:
         """Cancel an order's return (idempotent)."""
+        if faults.get(order_id) == "cancel_hang":  # hangs before it acts (a crash test)
+            await asyncio.sleep(3600)
         returns.pop(order_id, None)
         effects.append(["cancel", order_id])
         return {"order_id": order_id, "status": "cancelled"}
 
     @server.tool()
     def set_return_fault(order_id: str, fault: str) -> dict[str, str]:
-        """Make create_return for `order_id` hang, fail, or (fault 'none') work again."""
+        """Make create_return for `order_id` hang, fail, or (fault 'none') work again; or
+        make cancel_return for it hang before it acts (fault 'cancel_hang')."""
         if fault == "none":
             faults.pop(order_id, None)
         else:
@@ -185,6 +198,15 @@ def build_server() -> MCPServer:
     def calendar() -> str:
         """Every event on the demo calendar, as JSON."""
         return json.dumps(list(CALENDAR))
+
+    @server.resource("demo://stock-policy", mime_type="text/plain")
+    def stock_policy() -> str:
+        """The stock policy (库存政策)."""
+        return STOCK_POLICY
+
+    @server.prompt(name=RETURN_PROMPT, description=RETURN_PROMPT_DESCRIPTION)
+    def return_prompt(order_id: str) -> str:
+        return return_request(order_id)
 
     @server.prompt()
     def plan_my_day(date: str) -> str:

@@ -9,16 +9,20 @@ Nothing here is known to the engine.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from typing import Any
 
 from hermes_fsm.brain.brain_set import choose_brain
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.contracts.states import ExecutionResults, Plan
+from hermes_fsm.engine.call_facts import call_facts
 from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
+from hermes_fsm.engine.offered_tools import offered_tools, with_server_context
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
+from hermes_fsm.tools.calling import calling_with_facts
 
 __all__ = [
     "apply_memory_updates",  # in memory_handlers; here for states/agent_turn.yaml
@@ -42,8 +46,10 @@ async def ask_brain(turn: TurnContext) -> Any:
         text=turn.text,
         user_id=turn.user_id,
         outputs=turn.by_contract,
-        tools=tuple(turn.validation_context()["tool_catalog"].describe()),
-        memory=await recalled_memory(turn),
+        tools=offered_tools(turn, turn.validation_context()["tool_catalog"].describe(),
+                            plans="tool_calls" in _schema(contract).get("properties", {})),
+        memory=await with_server_context(turn, contract.contract_name,
+                                         await recalled_memory(turn)),
         history=turn.history,
         attempt=turn.attempt,
         repair=turn.repair,
@@ -109,11 +115,13 @@ async def execute_tools(turn: TurnContext) -> dict[str, Any]:
         for i, c in enumerate(plan.tool_calls)
     ]
     executor = turn.services.executor
-    if turn.journal is not None:  # a durable session: calls go through its effects journal
-        results = await executor.execute(calls, turn.emit, caller=turn.user_id,
-                                         journal=turn.journal)
-    else:
-        results = await executor.execute(calls, turn.emit, caller=turn.user_id)
+    facts = await call_facts(turn, {name for _, name, _ in calls})
+    with calling_with_facts(facts) if facts is not None else nullcontext():
+        if turn.journal is not None:  # a durable session: calls go through its journal
+            results = await executor.execute(calls, turn.emit, caller=turn.user_id,
+                                             journal=turn.journal)
+        else:
+            results = await executor.execute(calls, turn.emit, caller=turn.user_id)
     return {"results": results}
 
 

@@ -55,7 +55,8 @@ def evidence_chains(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]
     ``user_message`` {seq, user_id, text}, ``intent`` {seq, intent_type, parameters,
     confidence, nodes} or ``None``, ``calls`` [{call_id, tool, arguments, reasoning,
     seq, result {seq, ok, output | error, attempts, duration_ms} or ``None``, facts
-    [ids], cited}], ``facts`` [{id, source, seq}], ``answer`` {seq, text, evidence}.
+    [ids], cited, and ``version`` {runs, version, candidate} for a canaried tool}],
+    ``facts`` [{id, source, seq}], ``answer`` {seq, text, evidence}.
     """
     chains: list[dict[str, Any]] = []
     by_turn: dict[str, dict[str, Any]] = {}
@@ -114,6 +115,12 @@ def _take(chain: dict[str, Any], pending: list[dict[str, Any]], event: Mapping[s
                                "reasoning": planned["reasoning"] if planned else None,
                                "plan_seq": planned["plan_seq"] if planned else None,
                                "seq": seq, "result": None, "facts": [], "cited": False})
+    elif kind == "tool_version_chosen":  # a canaried tool: which version ran the call
+        call = next((c for c in reversed(chain["calls"])
+                     if c["call_id"] == event.get("call_id")), None)
+        if call is not None:
+            call["version"] = {"runs": event.get("runs"), "version": event.get("version"),
+                               "candidate": bool(event.get("candidate"))}
     elif kind == "tool_call_finished":
         call = next((c for c in reversed(chain["calls"])
                      if c["call_id"] == event.get("call_id")), None)
@@ -166,6 +173,10 @@ def chain_text(chain: Mapping[str, Any]) -> str:
                      f"{_short(call['arguments'])}")
         if call.get("reasoning"):
             lines.append(f"                 because: {_short(call['reasoning'])}")
+        if call.get("version"):
+            v = call["version"]
+            which = "canary" if v["candidate"] else "stable"
+            lines.append(f"                 ran on: {v['runs']} v{v['version']} ({which})")
         result = call.get("result")
         if result is None:
             lines.append("  [tool result]  none (the call did not finish)")

@@ -42,6 +42,8 @@ __all__ = [
     "MemoryCommitFailed",
     "MemoryRecalled",
     "MemoryWrite",
+    "PromptLoaded",
+    "ResourcesRead",
     "Retry",
     "RouteTaken",
     "StateEntered",
@@ -53,6 +55,9 @@ __all__ = [
     "ToolCallProgress",
     "ToolCallRetried",
     "ToolCallStarted",
+    "ToolCanaryRolledBack",
+    "ToolVersionChosen",
+    "ToolsOffered",
     "TurnFinished",
     "TurnStarted",
 ]
@@ -210,6 +215,51 @@ class ContextBuilt(_Event):
     overflow: int = 0
 
 
+class ToolsOffered(_Event):
+    """Which tools a planning request carried when toolsets are configured
+    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent``, the
+    tools ``offered``, how many were ``left_out``, and the tools block's tokens with them
+    (``tokens``) and with every tool (``tokens_all``); ``tokens_saved`` is the difference.
+    Emitted just before the request's ``context_built``."""
+
+    kind: Literal["tools_offered"] = "tools_offered"
+    state: str
+    intent: str | None = None
+    toolsets: list[str] = Field(default_factory=list)
+    offered: list[str] = Field(default_factory=list)
+    left_out: int = 0
+    tokens: int = 0
+    tokens_all: int = 0
+    tokens_saved: int = 0
+
+
+class PromptLoaded(_Event):
+    """An MCP server's prompt template was loaded into a brain request because the turn's
+    ``intent`` matched it (:mod:`hermes_fsm.tools.server_prompts`): its ``arguments``, the
+    ``text``'s ``tokens`` (counted as part of the request's memory block), or the
+    ``error`` that kept it out."""
+
+    kind: Literal["prompt_loaded"] = "prompt_loaded"
+    state: str
+    prompt: str
+    intent: str | None = None
+    arguments: dict[str, str] = Field(default_factory=dict)
+    tokens: int = 0
+    error: str | None = None
+
+
+class ResourcesRead(_Event):
+    """MCP resources read into a brain request because the turn's toolset names them
+    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (part of the request's
+    memory block in the budget), and per URI the ``errors`` that kept one out."""
+
+    kind: Literal["resources_read"] = "resources_read"
+    state: str
+    toolsets: list[str] = Field(default_factory=list)
+    tokens: dict[str, int] = Field(default_factory=dict)
+    errors: dict[str, str] = Field(default_factory=dict)
+
+
 class TokenChunk(_Event):
     """A piece of streamed answer text."""
 
@@ -251,6 +301,29 @@ class ToolCallFinished(_Event):
     truncated: bool = False
     output_violation: str | None = None
     fallback: str | None = None
+
+
+class ToolVersionChosen(_Event):
+    """A call of a tool with a canary was routed (:mod:`hermes_fsm.tools.canary`): which
+    registered tool ran it (``runs``), its contract ``version``, whether it is the
+    ``candidate``."""
+
+    kind: Literal["tool_version_chosen"] = "tool_version_chosen"
+    call_id: str
+    tool: str
+    runs: str
+    version: str
+    candidate: bool
+
+
+class ToolCanaryRolledBack(_Event):
+    """A canary's candidate failed too often: every later call goes to the stable tool."""
+
+    kind: Literal["tool_canary_rolled_back"] = "tool_canary_rolled_back"
+    call_id: str
+    tool: str
+    candidate: str
+    reason: str
 
 
 class ToolCallProgress(_Event):
@@ -356,11 +429,16 @@ Event = Annotated[
     | RouteTaken
     | BrainCall
     | ContextBuilt
+    | ToolsOffered
+    | PromptLoaded
+    | ResourcesRead
     | TokenChunk
     | ToolCallStarted
     | ToolCallFinished
     | ToolCallRetried
     | ToolCallProgress
+    | ToolVersionChosen
+    | ToolCanaryRolledBack
     | MemoryWrite
     | MemoryRecalled
     | MemoryCommitFailed

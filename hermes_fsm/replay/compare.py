@@ -32,7 +32,13 @@ _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "bra
 # settings (window, tokenizer, calibration), so comparing them would report settings,
 # not behaviour. Their recorded lines are not even parsed, and a rerun builds no contexts
 # unless asked (``Replayer(build_contexts=True)``).
-NOT_COMPARED = frozenset({"context_built"})
+# ``tool_version_chosen`` / ``tool_canary_rolled_back``: a rerun answers calls from the
+# recorded outputs, whichever version made them; no canary routes them again.
+# ``tools_offered`` / ``prompt_loaded`` / ``resources_read`` say what a brain request was
+# given (toolsets, MCP prompts and resources), as ``context_built`` does: the replay brain
+# answers from the recording whatever it is given, and a rerun reaches no MCP server.
+NOT_COMPARED = frozenset({"context_built", "tool_version_chosen", "tool_canary_rolled_back",
+                          "tools_offered", "prompt_loaded", "resources_read"})
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Any
 
-__all__ = ["CALLER_META", "calling_as", "current_caller"]
+__all__ = ["CALLER_META", "calling_as", "calling_with_facts", "current_caller",
+           "current_facts"]
 
 CALLER_META = "hermes-fsm/user"
 """The ``_meta`` key of an MCP ``tools/call`` that names the caller (set by the client,
@@ -41,3 +43,23 @@ def calling_as(user_id: str) -> Iterator[None]:
         yield
     finally:
         _CALLER.reset(token)
+
+
+_FACTS: ContextVar[dict[str, Any] | None] = ContextVar("hermes_fsm_call_facts", default=None)
+
+
+def current_facts() -> dict[str, Any] | None:
+    """What the session knows for the calls being made (``conversation``, ``memory``: the
+    CEL variables of contract conditions), or ``None`` when the engine gave nothing."""
+    return _FACTS.get()
+
+
+@contextmanager
+def calling_with_facts(facts: dict[str, Any]) -> Iterator[None]:
+    """Run the block's calls with ``facts`` (``conversation``, ``memory``) for their
+    contracts' conditions (:mod:`hermes_fsm.tools.conditions`)."""
+    token = _FACTS.set(facts)
+    try:
+        yield
+    finally:
+        _FACTS.reset(token)

@@ -16,15 +16,34 @@ registries a condition reads by key are narrowed to the entries it reaches
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import cel
 
 from hermes_fsm.contracts.conditions import ConditionFailure, narrow_registries
-from hermes_fsm.tools.registry import Tool
+from hermes_fsm.tools.calling import current_facts
+from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["postcondition_problem", "precondition_failure"]
+__all__ = ["SESSION_ROOTS", "postcondition_problem", "precondition_failure",
+           "session_facts_read"]
+
+SESSION_ROOTS = frozenset({"conversation", "memory"})
+"""The conditions' variables the engine supplies from the session (:func:`current_facts`)."""
+
+
+def session_facts_read(registry: ToolRegistry, names: Iterable[str]) -> frozenset[str]:
+    """Which of :data:`SESSION_ROOTS` the conditions of the tools ``names`` read (the
+    engine fetches only those)."""
+    read: set[str] = set()
+    for name in names:
+        tool = registry.find(name)
+        contract = tool.contract if tool is not None else None
+        if contract is None:
+            continue
+        for condition in (*contract.compiled_preconditions, *contract.compiled_postconditions):
+            read |= condition.roots & SESSION_ROOTS
+    return frozenset(read)
 
 
 def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
@@ -37,6 +56,10 @@ def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
     context: dict[str, Any] = {"args": dict(arguments), "caller": caller}
     if post:
         context["output"] = output
+    if roots & SESSION_ROOTS:  # the conversation graph and the user's memory (the engine's)
+        facts = current_facts() or {}
+        context["conversation"] = facts.get("conversation") or {"entities": [], "latest": {}}
+        context["memory"] = facts.get("memory") or {}
     if "registries" in roots:
         declared = {name: registries.get(name) or {} for name in contract.registries}
         context["registries"] = narrow_registries(conditions, declared, context,

@@ -27,7 +27,11 @@ permissions: one that does not hold fails the call with ``PRECONDITION_FAILED`` 
 ``details``: the condition, what to confirm) and the tool never runs. Its postconditions
 are checked with the output schema: one that does not hold is an output violation. A
 write whose contract names a compensation is checked and undone as
-:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas).
+:mod:`hermes_fsm.tools.compensation` says (status on an unknown outcome; sagas). A call
+that is not idempotent is never made again after a ``TIMEOUT`` (it may have acted),
+whatever its retry policy: it fails, not retryable, and its status tool is asked instead.
+A tool with a canary (:mod:`hermes_fsm.tools.canary`) runs on the version its routing
+chooses, with a ``tool_version_chosen`` event; its outcome counts for that version.
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import structlog
 from pydantic_core import to_json
 
 from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over, dumps
@@ -52,9 +57,11 @@ from hermes_fsm.events.model import (
     ToolCallProgress,
     ToolCallRetried,
     ToolCallStarted,
+    ToolCanaryRolledBack,
+    ToolVersionChosen,
 )
 from hermes_fsm.tools.calling import calling_as
-from hermes_fsm.tools.compensation import compensable, settle
+from hermes_fsm.tools.compensation import UNKNOWN_OUTCOMES, compensable, settle
 from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
@@ -93,6 +100,18 @@ current_call: contextvars.ContextVar[CallContext | None] = contextvars.ContextVa
 _PLANNING_ERRORS = frozenset({"VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
                               "PRECONDITION_FAILED",
                               "CIRCUIT_OPEN"})
+
+
+_NOT_THE_TOOLS = frozenset({"UNKNOWN_TOOL", "PERMISSION_DENIED", "PRECONDITION_FAILED",
+                            "CIRCUIT_OPEN"})
+"""Codes of calls refused before the tool ran (a canary does not count them)."""
+
+_log = structlog.get_logger("hermes_fsm.tools.executor")
+
+
+def _session_of() -> str | None:
+    call = current_call.get()
+    return call.session_id if call is not None else None
 
 
 def _no_events(kind: Any, **fields: Any) -> None:
@@ -197,9 +216,16 @@ class ToolExecutor:
                     return reused
         emit(ToolCallStarted, call_id=call_id, tool=tool_name, arguments=arguments,
              caller=caller)
+        routed = None
+        if self.registry.canaries and tool is not None:  # a share to a new version
+            routed = self._route(call_id, tool_name, caller, journal, emit)
+            if routed is not None:
+                tool = routed[0]
         started = time.perf_counter()
         audit: dict[str, Any] = {"attempts": 0, "violation": None, "fallback": None}
         envelope = await self._outcome(call_id, tool_name, tool, arguments, caller, emit, audit)
+        if routed is not None:
+            self._canary_outcome(call_id, tool_name, routed[1], envelope, emit)
         if journal is not None:
             await journal.finish(call_id, envelope)
         duration_ms = (time.perf_counter() - started) * 1000
@@ -221,6 +247,36 @@ class ToolExecutor:
                  arguments=arguments, output_violation=audit["violation"],
                  fallback=audit["fallback"])
         return envelope
+
+    def _route(self, call_id: str, tool_name: str, caller: str, journal: Any, emit: Emit
+               ) -> tuple[Tool, bool] | None:
+        """The version a call of a canaried tool runs on (:mod:`hermes_fsm.tools.canary`)."""
+        canary = self.registry.canaries.get(tool_name)
+        if canary is None:
+            return None
+        key = canary.key(getattr(journal, "session_id", None) or _session_of(), call_id,
+                         caller)
+        routed = self.registry.canary_route(tool_name, key)
+        if routed is not None:
+            chosen, candidate = routed
+            version = chosen.contract.version if chosen.contract is not None else "?"
+            emit(ToolVersionChosen, call_id=call_id, tool=tool_name, runs=chosen.name,
+                 version=version, candidate=candidate)
+        return routed
+
+    def _canary_outcome(self, call_id: str, tool_name: str, candidate: bool,
+                        envelope: dict[str, Any], emit: Emit) -> None:
+        """Count the outcome for its version; emit the rollback it caused, if it did."""
+        canary = self.registry.canaries.get(tool_name)
+        code = envelope.get("error_code")
+        if canary is None or (code is not None and code in _NOT_THE_TOOLS):
+            return  # refused before the version ran: says nothing of the version
+        why = canary.record(candidate, bool(envelope["success"]))
+        if why is not None:
+            _log.warning("canary rolled back", tool=tool_name, candidate=canary.candidate,
+                         reason=why)
+            emit(ToolCanaryRolledBack, call_id=call_id, tool=tool_name,
+                 candidate=canary.candidate, reason=why)
 
     def _journalled(self, known: Any, call_id: str, tool_name: str, tool: Tool | None,
                     arguments: dict[str, Any], emit: Emit, caller: str
@@ -292,6 +348,12 @@ class ToolExecutor:
                 break
             retryable = contract.error_is_retryable(code) if declared is None else declared
             breaker.record(tool_name, False)
+            if retryable and code in UNKNOWN_OUTCOMES and not contract.is_idempotent:
+                # it may have acted: made again it could act twice (its status tool is
+                # asked after the plan, tools/compensation.py)
+                return failure(code, f"{message}; not made again: {tool_name} is not "
+                               "idempotent and may have acted, so check its effect first",
+                               False)
             if not retryable or attempt >= policy.max_attempts:
                 return failure(code, message, retryable)
             delay = policy.delay(attempt, self._random)

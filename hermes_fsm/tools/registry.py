@@ -38,7 +38,10 @@ from hermes_fsm.contracts.retry import RetryPolicy
 from hermes_fsm.contracts.tools import ErrorCode, Fallback, ToolContract, load_tool_contract
 from hermes_fsm.errors import ToolError
 from hermes_fsm.tools.breaker import CircuitBreaker, NoBreaker
+from hermes_fsm.tools.canary import Canary
 from hermes_fsm.tools.permissions import Caller, Permissions, permission_problem
+from hermes_fsm.tools.server_prompts import ServerPrompt
+from hermes_fsm.tools.toolsets import Toolsets
 
 __all__ = ["CallerCatalog", "Tool", "ToolRegistry", "ToolSource", "model_from_signature",
            "schema_of"]
@@ -264,6 +267,18 @@ class ToolRegistry:
         self._gated: list[Tool] = []  # tools with an availability check
         self.registries: dict[str, Mapping[str, Any]] = {}
         """Registries the contracts' conditions read, by name (:meth:`provide_registry`)."""
+        self.canaries: dict[str, Canary] = {}
+        """Canary versions by the stable tool's name (:meth:`add_canary`)."""
+        self._hidden: frozenset[str] = frozenset()  # candidates and overlapped tools
+        self.preferred: dict[str, str] = {}
+        """Overlapping tools (a local one and an MCP one doing the same): the hidden name →
+        the one configuration exposes (``tools.prefer``); see :meth:`prefer`."""
+        self.prompts: dict[str, ServerPrompt] = {}
+        """MCP servers' prompt templates a turn loads by intent
+        (:mod:`hermes_fsm.tools.server_prompts`), by ``<server>.<prompt>``."""
+        self.toolsets: Toolsets | None = None
+        """Tools by scenario (:mod:`hermes_fsm.tools.toolsets`): ``None``, every tool is
+        offered to every planning request."""
         for tool in tools:
             self.add(tool)
 
@@ -280,6 +295,61 @@ class ToolRegistry:
         postconditions read as ``registries.<name>`` (e.g. a store registry)."""
         self.registries[name] = entries
 
+    def add_canary(self, canary: Canary) -> Canary:
+        """Route a share of the calls of ``canary.stable`` to ``canary.candidate``
+        (:mod:`hermes_fsm.tools.canary`); the candidate is no longer offered to brains.
+
+        Either tool may be registered later (an MCP server's, once it is ready): until
+        both are, every call goes to the stable tool.
+
+        Raises:
+            ToolError: the stable tool is known and not idempotent, and the canary does
+                not ``allow_writes``; or the two names are the same.
+        """
+        if canary.stable == canary.candidate:
+            raise ToolError(f"canary of {canary.stable!r}: the candidate must be another "
+                            "registered tool (the new version under its own name)")
+        tool = self._tools.get(canary.stable)
+        if tool is not None:
+            self._check_canary(canary, tool)
+        self.canaries[canary.stable] = canary
+        self._changed()
+        return canary
+
+    def prefer(self, exposed: str, hidden: str) -> None:
+        """Of two overlapping tools (a local one and an MCP one, say), expose ``exposed``
+        only: ``hidden`` is neither offered to brains nor accepted in a plan."""
+        if exposed == hidden:
+            raise ToolError(f"tools.prefer: {exposed!r} cannot hide itself; name the other "
+                            "tool of the overlap")
+        self.preferred[hidden] = exposed
+        self._changed()
+
+    @staticmethod
+    def _check_canary(canary: Canary, tool: Tool) -> None:
+        contract = tool.contract
+        if contract is not None and not contract.is_idempotent and not canary.allow_writes:
+            raise ToolError(f"canary of {tool.name!r}: the tool is not idempotent "
+                            f"({contract.side_effects}), so a broken new version would leave "
+                            "effects a rollback cannot undo; canary idempotent tools, or set "
+                            "allow_writes: true")
+
+    def canary_route(self, name: str, key: str) -> tuple[Tool, bool] | None:
+        """Where a call of ``name`` with routing ``key`` goes when ``name`` has a canary:
+        ``(tool, is_candidate)``; ``None`` when it has none."""
+        canary = self.canaries.get(name)
+        if canary is None:
+            return None
+        stable = self._tools.get(name)
+        choice = canary.choose(key)
+        chosen = self._tools.get(choice.tool) if choice.candidate else stable
+        if chosen is None or stable is None:
+            return None
+        if choice.candidate and not canary.allow_writes and stable.contract is not None \
+                and not stable.contract.is_idempotent:
+            return stable, False
+        return chosen, choice.candidate
+
     def remove(self, name: str) -> None:
         """Unregister a tool (no error when it is not registered)."""
         if self._tools.pop(name, None) is not None:
@@ -295,6 +365,8 @@ class ToolRegistry:
 
     def _changed(self) -> None:
         self._described = None
+        self._hidden = frozenset(c.candidate for c in self.canaries.values()) | \
+            frozenset(self.preferred)
         self._gated = [t for t in self._tools.values() if t.available is not None]
 
     def tool(
@@ -388,8 +460,9 @@ class ToolRegistry:
         Tools whose breaker is open or whose server is not ready are left out; with a
         ``caller``, so are the tools that caller may not call.
         """
-        if self._described is None:
-            self._described = [self._tools[n].describe() for n in self.names()]
+        if self._described is None:  # a canary's candidate is reached through its stable name
+            self._described = [self._tools[n].describe() for n in self.names()
+                               if n not in self._hidden]
         described = self._described
         if self._gated or self.breaker.any_open():
             described = [d for d in described if self.unavailable(self._tools[d.name]) is None]
@@ -412,6 +485,14 @@ class ToolRegistry:
         if tool is None:
             known = ", ".join(sorted(self._tools)) or "none"
             return f"unknown tool {tool_name!r}; known tools: {known}"
+        if tool_name in self._hidden:
+            if tool_name in self.preferred:
+                exposed = self.preferred[tool_name]
+                return (f"tool {tool_name!r} overlaps {exposed!r}, which the configuration "
+                        f"exposes instead (tools.prefer); plan {exposed!r}")
+            stable = next(c.stable for c in self.canaries.values() if c.candidate == tool_name)
+            return (f"tool {tool_name!r} is the canary version of {stable!r}; plan {stable!r} "
+                    "(a share of its calls reaches the new version)")
         if (tool.available is not None or self.breaker.any_open()) and \
                 (why := self.unavailable(tool)) is not None:
             return f"tool {tool_name!r} is unavailable: {why}"

@@ -43,6 +43,7 @@ class Overlay:
         routes: state → failure routes taken from it (``route_taken``).
         aborts: state → turns aborted (budget ran out) while in it.
         turns: how many turns the events cover.
+        steps: the compensation steps per state (see the field).
     """
 
     edges: Mapping[tuple[str, str, str], int] = field(default_factory=dict)
@@ -55,6 +56,10 @@ class Overlay:
     routes: Mapping[str, int] = field(default_factory=dict)
     aborts: Mapping[str, int] = field(default_factory=dict)
     turns: int = 0
+    steps: Mapping[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """``(state, kind)`` → the tools of the compensation steps that ran there: ``kind``
+    ``status`` (a write's status query) or ``compensate`` (an undo); their counts are in
+    :attr:`edges` as ``(state, state, kind)`` (see :mod:`hermes_fsm.tools.compensation`)."""
 
     def edge_count(self, source: str, dest: str, kind: str) -> int:
         """How many times the ``kind`` edge from ``source`` to ``dest`` ran."""
@@ -88,10 +93,13 @@ def overlay_from_events(events: Iterable[Any]) -> Overlay:
     routes: Counter[str] = Counter()
     aborts: Counter[str] = Counter()
     turns: set[str] = set()
+    steps: dict[tuple[str, str], list[str]] = {}
+    current = ""
     for event in events:
         kind = event.kind
         turns.add(event.turn_id)
         if kind == "state_entered":
+            current = event.state
             visits[event.state] += 1
             if event.trigger in DRAWN_KINDS:
                 edges[(event.source, event.state, event.trigger)] += 1
@@ -109,7 +117,19 @@ def overlay_from_events(events: Iterable[Any]) -> Overlay:
             errors[event.state] += 1
         elif kind == "route_taken":
             routes[event.state] += 1
+        elif kind == "tool_call_started" and current:
+            step = _STEPS.get(event.call_id.rsplit("-", 1)[-1])
+            if step is not None:  # a compensation step: its own edge on the state
+                edges[(current, current, step)] += 1
+                tools = steps.setdefault((current, step), [])
+                if event.tool not in tools:
+                    tools.append(event.tool)
     return Overlay(edges=dict(edges), visits=dict(visits), time_ms=time_ms,
                    retries=dict(retries), violations=dict(violations),
                    timeouts=dict(timeouts), errors=dict(errors), routes=dict(routes),
-                   aborts=dict(aborts), turns=len(turns))
+                   aborts=dict(aborts), turns=len(turns),
+                   steps={k: tuple(v) for k, v in steps.items()})
+
+
+_STEPS = {"status": "status", "undo": "compensate"}
+"""Call id suffixes of compensation steps (``<call_id>-status``, ``<call_id>-undo``)."""

@@ -8,7 +8,9 @@ the same ones: ``start``/``done`` solid grey, ``retry`` dashed orange self-loops
 bold red. The turn budget (the ``abort`` route from any state) is a note under the graph.
 
 With an overlay, edges that ran are thickened and labelled ``×N``, edges that did not run
-are faded, states are shaded by the time spent in them and list their visits, retries,
+are faded, each compensation step that ran (a write's ``status`` query, a ``compensate``
+undo; :mod:`hermes_fsm.tools.compensation`) is a purple self-loop of its own on the
+state it ran in, states are shaded by the time spent in them and list their visits, retries,
 violations, timeouts, errors, failure routes and aborts.
 
 >>> from hermes_fsm.graph.loader import default_graph_path, load_graph
@@ -47,6 +49,9 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     "done": {"stroke": "#455a64", "stroke-width": "1.4"},
     "retry": {"stroke": "#ef6c00", "stroke-width": "1.4", "stroke-dasharray": "6 4"},
     "fail": {"stroke": "#c62828", "stroke-width": "2.4"},
+    # compensation steps of a recording (tools/compensation.py), drawn only when they ran
+    "status": {"stroke": "#6a1b9a", "stroke-width": "1.4", "stroke-dasharray": "2 3"},
+    "compensate": {"stroke": "#6a1b9a", "stroke-width": "1.8", "stroke-dasharray": "8 3"},
 }
 """How each edge kind is stroked (the same colours as the Mermaid and DOT diagrams)."""
 
@@ -153,7 +158,7 @@ def _label(placed: Placed, color: str, css: str) -> str:
 def _edge(route: Route, overlay: Overlay | None) -> tuple[str, str]:
     e: Edge = route.edge
     style = dict(EDGE_STYLES[e.kind])
-    marker = "done" if e.kind == "start" else e.kind
+    marker = {"start": "done", "status": "done", "compensate": "fail"}.get(e.kind, e.kind)
     count = overlay.edge_count(e.source, e.dest, e.kind) if overlay is not None else None
     group = {"class": f"edge edge-{e.kind}", "data-source": e.source, "data-dest": e.dest,
              "data-kind": e.kind}
@@ -255,6 +260,15 @@ def _markers() -> str:
     return "".join(parts)
 
 
+def _compensation_edges(graph: Graph, overlay: Overlay | None) -> list[Edge]:
+    """A recording's compensation steps, one self-loop per state and kind: ``status`` (a
+    write's status query) and ``compensate`` (an undo), labelled with their tools."""
+    if overlay is None:
+        return []
+    return [Edge(state, state, kind, f"{kind}: {', '.join(tools)}")
+            for (state, kind), tools in sorted(overlay.steps.items()) if state in graph.states]
+
+
 def to_svg(graph: Graph, overlay: Overlay | None = None, *, standalone: bool = True) -> str:
     """The graph as SVG text.
 
@@ -265,7 +279,7 @@ def to_svg(graph: Graph, overlay: Overlay | None = None, *, standalone: bool = T
         standalone: a complete SVG file (XML declaration, namespace); ``False`` for an
             ``<svg>`` element to inline in an HTML page.
     """
-    drawn = edges(graph)
+    drawn = edges(graph) + _compensation_edges(graph, overlay)
     lines = {name: _state_lines(graph, name, overlay) for name in graph.states}
     labels: list[list[str]] = []
     for e in drawn:

@@ -4,7 +4,9 @@
 ran (thicker, ``×N``), the time spent in each state (shading), retries, contract
 violations, failure routes and timeouts; a summary per turn (status, answer, path); and a
 step-by-step timeline, one row per event. Clicking a row (or stepping with the arrow
-keys) shows that event's full JSON payload and highlights its state in the graph.
+keys) shows that event's full JSON payload, highlights its state in the graph, and shows
+its turn's evidence chain (user message → intent → tool calls → results → facts → answer,
+as ``hermes-fsm explain`` prints it).
 
 The page is one file: CSS and JS inline (from ``hermes_fsm/data/view.css`` and
 ``view.js``), no external URL of any kind, and a Content-Security-Policy that forbids
@@ -21,6 +23,7 @@ from importlib import resources
 from typing import Any
 
 from hermes_fsm.conversation.graph import Conversation, apply_ops
+from hermes_fsm.events.evidence import chain_text, evidence_chains
 from hermes_fsm.events.recording import Recording
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.viz.overlay import overlay_from_events
@@ -303,10 +306,16 @@ def render_view(recording: Recording, graph: Graph) -> str:
         '<div class="timeline-wrap">', *_timeline(recording), "</div>",
         '<h2 id="payload-title">Payload</h2>',
         '<pre id="payload" class="payload">Click a step of the timeline to see its event.</pre>',
+        '<h2 id="chain-title">Evidence chain</h2>',
+        '<pre id="chain" class="payload">Click a step to see its turn\'s evidence chain: '
+        "user message → intent → tool calls → results → facts → answer.</pre>",
         "</section>",
         "</main>",
     ]
     events = [e.model_dump(mode="json") for e in recording.events]
+    # per turn, the chain `hermes-fsm explain` prints (events/evidence.py): a click shows it
+    chains = {c["turn_id"]: chain_text(c) for c in evidence_chains(events)}
     script = (f'<script type="application/json" id="hermes-events">{_script_json(events)}'
-              f"</script>\n<script>\n{_asset('view.js')}</script>")
+              f'</script>\n<script type="application/json" id="hermes-chains">'
+              f"{_script_json(chains)}</script>\n<script>\n{_asset('view.js')}</script>")
     return _page(title, body, script)

@@ -45,6 +45,7 @@ from hermes_fsm.errors import MCPServerError, ToolCallFailed
 from hermes_fsm.tools.calling import CALLER_META, current_caller
 from hermes_fsm.tools.mcp.settings import MCPServerConfig
 from hermes_fsm.tools.registry import Tool, ToolRegistry
+from hermes_fsm.tools.server_prompts import ServerPrompt
 
 __all__ = ["MCPConnection", "Status", "drift_problems"]
 
@@ -112,6 +113,8 @@ class MCPConnection:
         self.tool_names: list[str] = []
         self.resource_count = 0
         self.prompt_count = 0
+        self.resource_uris: list[str] = []
+        self.prompt_names: list[str] = []
         self._client: Any = None
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -185,6 +188,8 @@ class MCPConnection:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         self.registry.replace_source(self.source, ())
+        for name in [n for n in self.registry.prompts if n.startswith(f"{self.name}.")]:
+            del self.registry.prompts[name]
         self.tool_names = []
         self.status = "stopped"
 
@@ -201,7 +206,11 @@ class MCPConnection:
         return {"name": self.name, "transport": self.config.transport, "status": self.status,
                 "protocol_version": self.protocol_version, "server": self.server_name,
                 "tools": len(self.tool_names), "resources": self.resource_count,
-                "prompts": self.prompt_count, "restarts": self.restarts,
+                "prompts": self.prompt_count, "resource_uris": list(self.resource_uris),
+                "prompt_names": list(self.prompt_names),
+                "prompts_used": sorted(n for n in self.config.prompts
+                                       if n in self.prompt_names),
+                "restarts": self.restarts,
                 "last_error": self.last_error, "problems": list(self.problems)}
 
     async def _run(self) -> None:
@@ -364,12 +373,16 @@ class MCPConnection:
         """List tools (and count resources and prompts); register what passes its pin."""
         listed = await _all_tools(client)
         capabilities = client.server_capabilities
-        self.resource_count = len((await client.list_resources()).resources) \
-            if capabilities.resources is not None else 0
-        self.prompt_count = len((await client.list_prompts()).prompts) \
-            if capabilities.prompts is not None else 0
+        resources = (await client.list_resources()).resources \
+            if capabilities.resources is not None else []
+        prompts = (await client.list_prompts()).prompts \
+            if capabilities.prompts is not None else []
+        self.resource_count, self.prompt_count = len(resources), len(prompts)
+        self.resource_uris = [str(r.uri) for r in resources]
+        self.prompt_names = [p.name for p in prompts]
         allowed = self.config.enabled_tools
         problems: list[str] = []
+        self._register_prompts(problems)
         if allowed is not None:
             missing = sorted(set(allowed) - {t.name for t in listed})
             if missing:
@@ -391,6 +404,8 @@ class MCPConnection:
                     continue
             contract = pinned or _contract_of(remote, full, self.config.tool_timeout_s)
             tools.append(self._tool(remote.name, full, contract))
+        if self.config.resources and self.resource_uris:  # a plan may read one as a fact
+            tools.append(self._resource_tool())
         self.problems = problems
         for problem in problems:
             log.warning("MCP server %s: %s", self.name, problem)
@@ -399,6 +414,51 @@ class MCPConnection:
         self.listings += 1
         finished, self._listed = self._listed, asyncio.Event()
         finished.set()
+
+    def _register_prompts(self, problems: list[str]) -> None:
+        """Register the configured prompts the server has (``mcp_servers.*.prompts``)."""
+        for name, use in self.config.prompts.items():
+            full = f"{self.name}.{name}"
+            if name not in self.prompt_names:
+                self.registry.prompts.pop(full, None)
+                problems.append(f"prompts names {name!r}, which the server does not have; "
+                                f"it has {sorted(self.prompt_names)}")
+                continue
+
+            async def get(arguments: dict[str, str], prompt: str = name
+                          ) -> list[dict[str, str]]:
+                return await self.get_prompt(prompt, arguments)
+
+            self.registry.prompts[full] = ServerPrompt(full, tuple(use.intents),
+                                                       dict(use.arguments), get)
+
+    def _resource_tool(self) -> Tool:
+        """``<server>.read_resource``: read one of the server's resources (a read tool)."""
+        full = f"{self.name}.read_resource"
+        contract = ToolContract(
+            name=full, version="1.0.0",
+            description=(f"Read a resource of MCP server {self.name} (reference text: "
+                         f"policies, documents): uri is one of {', '.join(self.resource_uris)}."),
+            side_effects="read", timeout_s=self.config.tool_timeout_s, retry=_MCP_RETRY,
+            input_schema={"type": "object", "required": ["uri"], "additionalProperties": False,
+                          "properties": {"uri": {"type": "string",
+                                                 "enum": list(self.resource_uris)}}},
+            output_schema={"type": "object", "required": ["uri", "text"],
+                           "properties": {"uri": {"type": "string"},
+                                          "text": {"type": "string"}}})
+
+        async def read(arguments: dict[str, Any], progress: Progress | None = None) -> Any:
+            try:
+                parts = await self.read_resource(str(arguments["uri"]))
+            except MCPServerError:
+                raise
+            except Exception as exc:
+                raise ToolCallFailed("TOOL_ERROR", f"{full}: {exc}", False) from None
+            return {"uri": arguments["uri"], "text": "\n".join(parts)}
+
+        return Tool(full, contract.description, read, contract.input_schema, contract=contract,
+                    timeout_s=contract.timeout_s, source=self.source, pass_kwargs=False,
+                    available=self.availability)
 
     def next_listing(self) -> asyncio.Event:
         """An event set when the tools are listed next (after a ``list_changed``, say)."""

@@ -8,7 +8,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["MCPServerConfig"]
+__all__ = ["MCPPromptUse", "MCPServerConfig"]
+
+
+class MCPPromptUse(BaseModel):
+    """When a turn uses one of the server's prompts: its intent is one of ``intents``
+    (``*``: every intent); ``arguments`` maps each prompt argument to an intent parameter."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    intents: list[str] = Field(min_length=1)
+    arguments: dict[str, str] = {}
 
 
 class MCPServerConfig(BaseModel):
@@ -16,7 +26,10 @@ class MCPServerConfig(BaseModel):
 
     ``command: python`` runs the interpreter hermes-fsm runs on. ``enabled_tools`` is an
     allow-list of the server's tool names (``None``: all of them). The server's tools are
-    registered as ``<server>.<tool>``.
+    registered as ``<server>.<tool>``. ``resources: true`` adds a read tool
+    ``<server>.read_resource`` (argument ``uri``, one of the server's resources), so a plan
+    can read one into the turn's facts. ``prompts`` names the server's prompt templates a
+    turn loads when its intent matches (:class:`MCPPromptUse`).
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -29,6 +42,8 @@ class MCPServerConfig(BaseModel):
     url: str | None = None
     headers: dict[str, str] = {}
     enabled_tools: list[str] | None = None
+    resources: bool = False
+    prompts: dict[str, MCPPromptUse] = {}
     mode: Literal["auto", "legacy"] = "auto"
     connect_timeout_s: float = Field(default=30.0, gt=0)
     tool_timeout_s: float = Field(default=30.0, gt=0)

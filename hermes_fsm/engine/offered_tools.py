@@ -1,0 +1,182 @@
+"""What a brain request carries from the tools: every permitted tool or the turn's
+toolsets', and the MCP prompt templates the turn's intent loads.
+
+With toolsets configured (:mod:`hermes_fsm.tools.toolsets`, on the registry) a planning
+request carries the tools of the scenario the turn's intent belongs to, the ``always``
+tools, and the tools the turn's latest plan already named; a
+:class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
+tokens that saved (counted by the context builder's counter, when there is one).
+
+The MCP resources the turn's toolsets name (``tools.toolsets.<name>.resources``) are read
+for the planning and answering requests through the servers' ``<server>.read_resource``
+tools (``mcp_servers.<server>.resources: true``) and added to the background block; a
+:class:`~hermes_fsm.events.model.ResourcesRead` event says which, and their tokens.
+
+A server prompt (:mod:`hermes_fsm.tools.server_prompts`) whose intents name the turn's
+intent is fetched from its server for the planning and answering requests and added to
+the request's background block (so the token budget counts it with memory); a
+:class:`~hermes_fsm.events.model.PromptLoaded` event says which, with what arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from hermes_fsm.brain.prompt import tools_block
+from hermes_fsm.brain.protocol import ToolDescription
+from hermes_fsm.events.model import PromptLoaded, ResourcesRead, ToolsOffered
+
+__all__ = ["offered_tools", "with_server_context", "with_server_prompts"]
+
+_PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
+
+
+def _get(value: Any, name: str) -> Any:
+    return value.get(name) if isinstance(value, dict) else getattr(value, name, None)
+
+
+def offered_tools(
+    turn: Any, described: Sequence[ToolDescription], *, plans: bool
+) -> tuple[ToolDescription, ...]:
+    """The tools of this request (``plans``: its contract plans tool calls)."""
+    toolsets = turn.services.tools.toolsets
+    if toolsets is None or not plans:
+        return tuple(described)
+    intent = _get(turn.by_contract.get("intent"), "intent_type")
+    named = [_get(c, "tool_name") for c in _get(turn.by_contract.get("plan"), "tool_calls") or ()]
+    choice = toolsets.select(intent, [n for n in named if isinstance(n, str)])
+    if choice is None:
+        return tuple(described)
+    offered = tuple(d for d in described if d.name in choice.tools)
+    context = turn.services.context
+    counter = getattr(context, "counter", None)
+    every = tokens = 0
+    if counter is not None:
+        every, tokens = counter.count(tools_block(described)), counter.count(tools_block(offered))
+    assert turn.state is not None
+    turn.emit(
+        ToolsOffered,
+        state=turn.state.name,
+        intent=intent,
+        toolsets=list(choice.toolsets),
+        offered=[d.name for d in offered],
+        left_out=len(described) - len(offered),
+        tokens=tokens,
+        tokens_all=every,
+        tokens_saved=every - tokens,
+    )
+    return offered
+
+
+async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the texts of the server prompts the turn's intent loads (see the
+    module docs); ``memory`` itself when none applies."""
+    prompts = turn.services.tools.prompts
+    if not prompts or contract_name not in _PROMPTED:
+        return memory
+    intent_output = turn.by_contract.get("intent")
+    intent = _get(intent_output, "intent_type")
+    parameters = _get(intent_output, "parameters") or {}
+    blocks = []
+    counter = getattr(turn.services.context, "counter", None)
+    assert turn.state is not None
+    for prompt in prompts.values():
+        if not prompt.applies(intent) or prompt.get is None:
+            continue
+        arguments = prompt.arguments_from(parameters)
+        if arguments is None:
+            turn.emit(
+                PromptLoaded,
+                state=turn.state.name,
+                prompt=prompt.name,
+                intent=intent,
+                error="the intent lacks a parameter the prompt takes: "
+                f"{sorted(prompt.arguments.values())}",
+            )
+            continue
+        try:
+            messages = await prompt.get(arguments)
+        except Exception as exc:  # a server down: the turn goes on without its prompt
+            turn.emit(
+                PromptLoaded,
+                state=turn.state.name,
+                prompt=prompt.name,
+                intent=intent,
+                arguments=arguments,
+                error=f"{type(exc).__name__}: {exc}",
+            )
+            continue
+        text = "\n".join(m.get("text", "") for m in messages if m.get("text"))
+        block = f"Guidance from {prompt.name}:\n{text}"
+        blocks.append(block)
+        turn.emit(
+            PromptLoaded,
+            state=turn.state.name,
+            prompt=prompt.name,
+            intent=intent,
+            arguments=arguments,
+            tokens=counter.count(block) if counter else 0,
+        )
+    if not blocks:
+        return memory
+    return "\n\n".join([*blocks, memory] if memory else blocks)
+
+
+async def with_server_context(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the turn's toolsets' resources and its intent's server prompts."""
+    return await with_server_prompts(
+        turn, contract_name, await with_resources(turn, contract_name, memory)
+    )
+
+
+def _reader(registry: Any, uri: str) -> Any:
+    """The ``<server>.read_resource`` tool that can read ``uri`` (``None``: none can)."""
+    for tool in registry.tools():
+        if tool.name.endswith(".read_resource"):
+            uris = tool.input_schema.get("properties", {}).get("uri", {}).get("enum", ())
+            if uri in uris and registry.unavailable(tool) is None:
+                return tool
+    return None
+
+
+async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
+    """``memory`` with the resources the turn's toolsets name (see the module docs)."""
+    registry = turn.services.tools
+    toolsets = registry.toolsets
+    if toolsets is None or contract_name not in _PROMPTED:
+        return memory
+    choice = toolsets.select(_get(turn.by_contract.get("intent"), "intent_type"))
+    if choice is None or not choice.resources:
+        return memory
+    counter = getattr(turn.services.context, "counter", None)
+    blocks: list[str] = []
+    tokens: dict[str, int] = {}
+    errors: dict[str, str] = {}
+    for uri in choice.resources:
+        reader = _reader(registry, uri)
+        if reader is None:
+            errors[uri] = (
+                "no ready MCP server offers it (set resources: true on the server that has it)"
+            )
+            continue
+        try:
+            result = reader.invoke({"uri": uri})
+            read = await result if hasattr(result, "__await__") else result
+        except Exception as exc:  # the turn goes on without it
+            errors[uri] = f"{type(exc).__name__}: {exc}"
+            continue
+        block = f"Reference {uri}:\n{read.get('text', '')}"
+        blocks.append(block)
+        tokens[uri] = counter.count(block) if counter is not None else 0
+    assert turn.state is not None
+    turn.emit(
+        ResourcesRead,
+        state=turn.state.name,
+        toolsets=list(choice.toolsets),
+        tokens=tokens,
+        errors=errors,
+    )
+    if not blocks:
+        return memory
+    return "\n\n".join([*blocks, memory] if memory else blocks)
