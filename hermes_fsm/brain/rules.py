@@ -112,8 +112,13 @@ class RulesBrain:
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         classified = self._classify(request.text)
         resolved = followups.resolve(self.rules, request.text, request.conversation, classified)
+        if resolved is None and classified[0] == self.rules.fallback.name:
+            resumed = self._resume(request)
+            if resumed is not None:  # the answer to a pending clarification
+                return resumed
         if resolved is not None:  # a follow-up, a correction, a reference (brain/followups.py)
             self._exact_times(resolved["intent_type"], resolved["parameters"], request)
+            self._exact_refs(resolved)
             return resolved
         name, params, confidence, needs_tools = classified
         params = dict(params)
@@ -125,6 +130,42 @@ class RulesBrain:
         self._exact_times(name, params, request)
         return {"intent_type": name, "parameters": params, "confidence": confidence,
                 "needs_tools": needs_tools}
+
+    def _resume(self, request: BrainRequest) -> dict[str, Any] | None:
+        """A message that is no request of its own, while a clarification waits: the
+        answer to it — the pending task with the asked slot filled (a time made exact now,
+        so the graph holds the exact value; one that stays unclear is kept as said, and the
+        plan asks again, counted). ``None`` when no clarification waits."""
+        conv = request.conversation
+        if conv is None:
+            return None
+        task = conv.pending(request.now or self.times.clock.now())
+        if task is None or task.kind != "clarify" or not task.slot:
+            return None
+        params = {k: v for k, v in task.parameters.items()
+                  if k != "time_problem" and not k.endswith("_unclear")}
+        params[task.slot] = request.text.strip()
+        answered = self._answered_times(task.intent_type, params, request)
+        if answered is not None and not answered[1]:
+            params = answered[0]
+        return {"intent_type": task.intent_type, "parameters": params, "confidence": 0.95,
+                "needs_tools": True, "task": task.id}
+
+    def _exact_refs(self, resolved: dict[str, Any]) -> None:
+        """The entity references of ``resolved``'s time slots take the exact values its
+        parameters now hold (one left unclear is dropped: there is no value to point at)."""
+        kinds = self._time_slots.get(resolved["intent_type"]) or {}
+        params, refs = resolved["parameters"], resolved.get("entities")
+        if not kinds or not refs:
+            return
+        kept = []
+        for ref in refs:
+            if ref["slot"] in kinds and "node_id" not in ref:
+                if ref["slot"] not in params:
+                    continue
+                ref["canonical"] = str(params[ref["slot"]])
+            kept.append(ref)
+        resolved["entities"] = kept
 
     def _answered_times(self, name: str, params: Mapping[str, Any], request: BrainRequest
                         ) -> tuple[dict[str, Any], dict[str, str]] | None:

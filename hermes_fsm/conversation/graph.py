@@ -64,7 +64,7 @@ ENTITY_TYPES: dict[str, str] = {
 """The entity type of a slot by its name, when no tool contract says (``slots.X.entity``)."""
 
 NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment",
-                          "question"})
+                          "question", "time_problem"})
 """Intent parameters that are never entities (the language, a constant of the rule …)."""
 
 TaskKind = Literal["clarify", "approval", "confirm"]
@@ -227,6 +227,18 @@ class Conversation:
             if node.params and node.status != "cancelled":
                 return node
         return None
+
+    def recent_intents(self, limit: int = 6) -> list[IntentNode]:
+        """The latest intents with entity slots, newest first, one per intent type, at most
+        ``limit`` (the tasks a follow-up may continue: "那华北仓呢" after an e-mail was
+        approved goes back to the stock question before it)."""
+        found: dict[str, IntentNode] = {}
+        for node in reversed(self.intents.values()):
+            if node.params and node.status != "cancelled" and node.type not in found:
+                found[node.type] = node
+                if len(found) >= limit:
+                    break
+        return list(found.values())
 
     def pending(self, now: datetime) -> Task | None:
         """The task waiting for an answer (the latest one not expired), or ``None``."""
