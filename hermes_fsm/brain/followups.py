@@ -47,7 +47,8 @@ def resolve(rules: RuleBook, text: str, conv: Conversation | None,
     last = conv.last_intent()
     followup = parse_followup(text)
     if last is not None and followup is not None and (
-            followup.kind == "correction" or name == rules.fallback.name):
+            followup.kind == "correction" or name == rules.fallback.name
+            or _incomplete(rules, name, params)):  # "那浦东呢": a fragment, not a request
         for candidate in conv.recent_intents():
             reused = _reuse(rules, text, conv, candidate, followup.kind, followup.fragment)
             if reused is not None:
@@ -193,6 +194,15 @@ def _fill_references(rules: RuleBook, text: str, conv: Conversation, last: Inten
     rule = next(r for r in rules.intents if r.name == name)
     return {"intent_type": name, "parameters": filled, "confidence": rule.confidence,
             "needs_tools": True, "entities": entities}
+
+
+def _incomplete(rules: RuleBook, intent: str, params: dict[str, Any]) -> bool:
+    """Whether a call of ``intent``'s plan lacks a required slot (its time's own slots
+    aside): the message cannot be a request on its own."""
+    times = _time_slots(rules, intent)
+    return any(s not in params and not any(s.startswith(f"{t}_") for t in times)
+               for p in rules.plans.get(intent, ()) if all(r in params for r in p.requires)
+               for s in p.required)
 
 
 def _time_slots(rules: RuleBook, intent: str) -> set[str]:

@@ -214,11 +214,15 @@ class RulesBrain:
         if "result_report" in outputs:  # a later round: retry what may pass now, and make
             done = zip(_get(outputs.get("plan"), "tool_calls") or (),  # the calls that waited
                        _get(outputs.get("execution_results"), "results") or (), strict=False)
-            return {"tool_calls": [
+            made, still = self._waiting_calls(intent, outputs, tools)
+            later: dict[str, Any] = {"tool_calls": [
                 {**call.model_dump(), "reasoning_trace": f"Retry: {result.message}"}
                 for call, result in done
                 if not result.success and result.retryable and call.tool_name in tools
-            ] + self._waiting_calls(intent, outputs, tools)}
+            ] + made}
+            if made and still and _has_field(request.schema, "continues"):
+                later["continues"] = True  # a chain: these calls' outputs feed the next
+            return later
         if intent is None:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
@@ -268,16 +272,17 @@ class RulesBrain:
         return plan
 
     def _waiting_calls(self, intent: Any, outputs: Mapping[str, Any],
-                       tools: Mapping[str, ToolDescription]) -> list[dict[str, Any]]:
+                       tools: Mapping[str, ToolDescription]) -> tuple[list[dict[str, Any]], int]:
         """The intent's calls that take an earlier call's output (``"{@tool.field}"``), now
-        that the facts are there, unless made already this turn."""
+        that the facts are there, unless made already this turn; and how many still wait
+        for a fact no round has yet (a chain of N calls takes N rounds)."""
         facts: dict[str, Any] = {}
         for fact in _get(outputs.get("result_report"), "facts") or ():
             tool = _get(fact.content, "tool")
             if tool is not None:
                 facts.setdefault(tool, _get(fact.content, "output"))
         params = _get(intent, "parameters") or {}
-        calls = []
+        calls, waiting = [], []
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             if not planned.fact_refs or planned.tool in facts or planned.tool not in tools:
                 continue
@@ -285,7 +290,12 @@ class RulesBrain:
             if args is not None:
                 calls.append({"tool_name": planned.tool, "arguments": args,
                               "reasoning_trace": planned.reasoning.format_map(params)})
-        return calls
+            elif all(s in params for s in planned.requires):
+                waiting.append(planned)
+        ready = set(facts) | {c["tool_name"] for c in calls}
+        still = sum(1 for planned in waiting  # its inputs come from this round's calls
+                    if all(tool in ready for tool, _ in planned.fact_refs.values()))
+        return calls, still
 
     def _response(self, request: BrainRequest) -> dict[str, Any]:
         outputs, rules, answers = request.outputs, self.rules, self.rules.answers
