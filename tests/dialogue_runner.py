@@ -130,6 +130,15 @@ def score_turn(orchestrator: Orchestrator, session_id: str, result: Any,
     if "status" in turn and result.status != turn["status"]:
         score.other = False
         score.fail(f"status {result.status!r}, expected {turn['status']!r}")
+    if "sources" in turn:  # slot -> a source its entity node must have (memory:<key>)
+        node = next((n for n in reversed(conv.intents.values())
+                     if n.turn_id == result.turn_id), None) if conv else None
+        for slot, source in turn["sources"].items():
+            entity = conv.entities.get(node.params.get(slot, "")) if node and conv else None
+            if entity is None or source not in entity.sources:
+                score.other = False
+                score.fail(f"the {slot} node's sources are "
+                           f"{entity.sources if entity else None}, expected {source!r} among them")
     if "deprecated" in turn:
         gone = ({n.canonical for n in conv.entities.values() if not n.active}
                 if conv is not None else set())
@@ -145,9 +154,9 @@ async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[
     data_dir = Path(tempfile.mkdtemp(prefix="hermes-dialogue-"))
     try:
         orchestrator, clock, sent = build(dialogue, data_dir)
-        session_id = f"dialogue-{dialogue['id']}"
         scores = []
         for n, turn in enumerate(dialogue["turns"], 1):
+            session_id = f"dialogue-{dialogue['id']}-{turn.get('session', 1)}"
             if "after" in turn:
                 clock.advance(duration(turn["after"]))
             result = await orchestrator.run_turn(session_id, turn["say"],

@@ -278,3 +278,73 @@ async def test_a_variant_of_the_product_and_a_store_correction_reuse_the_last_ta
     conv = orchestrator.sessions()["s1"].conversation
     assert conv is not None
     assert {n.canonical for n in conv.entities.values() if not n.active} == {"上海徐汇区"}
+
+
+# --- pruning: the graph stays bounded, and the pruning is in the diff ---------------------------
+
+
+def test_prune_bounds_deprecated_nodes_intents_and_entities_and_folds_the_same() -> None:
+    conv, ops = Conversation(), []
+    policy = ConversationPolicy(max_entities=6, max_deprecated=2, max_intents=3)
+    node = None
+    for n in range(8):
+        edit = GraphEdit(conv, f"2026-06-12T08:{n:02d}:00+00:00", f"m{n}")
+        node = edit.mention("Warehouse", f"w{n}") if node is None else \
+            edit.correct(node, "Warehouse", f"w{n}")  # every turn corrects the last one
+        edit.intent("inventory_query", {"warehouse": node}, {})
+        edit.mention("Product", f"p{n}")
+        edit.prune(datetime(2026, 6, 12, 8, n, tzinfo=UTC), policy)
+        ops += edit.ops
+    assert sum(1 for e in conv.entities.values() if not e.active) <= 2
+    assert len(conv.entities) <= 6 and len(conv.intents) == 3
+    assert node in conv.entities  # the latest intent's node is never pruned
+    assert all(e.src in conv.entities or e.src in conv.intents for e in conv.edges)
+    assert any(op["op"] == "prune" for op in ops)
+    assert apply_ops(Conversation(), ops).to_data() == conv.to_data()
+
+
+def test_a_node_decayed_to_nothing_is_pruned_unless_a_kept_intent_points_at_it() -> None:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    held = edit.mention("Warehouse", "east")
+    edit.intent("inventory_query", {"warehouse": held}, {})
+    loose = edit.mention("Product", "A1001")
+    edit.prune(datetime(2026, 6, 12, 20, tzinfo=UTC), ConversationPolicy())  # 12 h: kept
+    assert loose in conv.entities
+    edit.prune(datetime(2026, 6, 15, 8, tzinfo=UTC), ConversationPolicy())  # 72 h: 0.9 → 0
+    assert loose not in conv.entities and held in conv.entities
+
+
+async def test_a_long_session_keeps_its_graph_under_the_cap_and_rebuilds_it(
+        tmp_path: Path) -> None:
+    """Twenty turns with a cap of 8 nodes: the graph never grows past it (but for the
+    turn's own nodes), the prune ops
+    are in the graph_updated events, and a new process folds the same graph."""
+    path = tmp_path / "s.db"
+    policy = ConversationPolicy(max_entities=8, max_deprecated=2, max_intents=4)
+    first = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                         store=SQLiteStore(path), conversation=policy)
+    pruned, ops = 0, []
+    skus = ["A1001", "A1002", "B2001", "B2002", "C3001"]
+    places = ["华东", "华北", "华南", "西南"]
+    for n in range(20):
+        result = await first.run_turn("s1", f"{skus[n % 5]} 在{places[n % 4]}仓还有多少", "u1")
+        ops += [op for e in result.events if e.kind == "graph_updated" for op in e.ops]
+        pruned += sum(1 for e in result.events if e.kind == "graph_updated"
+                      for op in e.ops if op["op"] == "prune")
+        conv = first.sessions()["s1"].conversation
+        # pruned as each turn starts: this turn's own nodes (two, one intent) come on top
+        assert conv is not None and len(conv.entities) <= 8 + 2 and len(conv.intents) <= 4 + 1
+    assert pruned > 0
+    graph = conv.to_data()
+    assert apply_ops(Conversation(), ops).to_data() == graph  # what replay folds
+    await first.aclose()
+    second = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                          store=SQLiteStore(path), conversation=policy)
+    result = await second.run_turn("s1", "那华南仓呢", "u1")  # the session, from its events
+    assert "华南" in result.answer  # the last task (C3001 在西南仓) goes on
+    rebuilt = second.sessions()["s1"].conversation
+    assert rebuilt is not None and len(rebuilt.entities) <= 8 + 2
+    assert {n["id"] for n in graph["entities"]} >= {  # the rest came with the old graph
+        n.id for n in rebuilt.entities.values() if n.sources != [result.turn_id]}
+    await second.aclose()

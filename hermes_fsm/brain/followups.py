@@ -46,9 +46,15 @@ def resolve(rules: RuleBook, text: str, conv: Conversation | None,
     name, params, _, needs_tools = classified
     last = conv.last_intent()
     followup = parse_followup(text)
+    fragment_only = False  # "那浦东呢": a request of its own only with the graph's help
+    if last is not None and followup is not None and followup.kind == "followup" \
+            and name != rules.fallback.name and needs_tools and _incomplete(rules, name, params):
+        filled = _fill_references(rules, text, conv, last, name, params)
+        if filled is not None and not _incomplete(rules, name, filled["parameters"]):
+            return filled
+        fragment_only = True
     if last is not None and followup is not None and (
-            followup.kind == "correction" or name == rules.fallback.name
-            or _incomplete(rules, name, params)):  # "那浦东呢": a fragment, not a request
+            followup.kind == "correction" or name == rules.fallback.name or fragment_only):
         for candidate in conv.recent_intents():
             reused = _reuse(rules, text, conv, candidate, followup.kind, followup.fragment)
             if reused is not None:

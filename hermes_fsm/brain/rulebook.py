@@ -230,6 +230,8 @@ class MemoryRule(_Rules):
     memory_type: Literal["preference", "fact", "progress", "correction"] = "preference"
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
     ack: Variant
+    normalize: str | None = None  # an `aliases` table: the value is the canonical key
+    fills: str | None = None  # the slot a request that leaves it out takes from this memory
 
     @model_validator(mode="after")
     def _check(self) -> MemoryRule:
@@ -250,6 +252,9 @@ class Answers(_Rules):
     failure: list[Variant] = Field(min_length=1)
     no_facts: list[Variant] = Field(min_length=1)
     unavailable: list[Variant] = Field(min_length=1)
+    from_memory: list[Variant] = [Variant(
+        en="(From what you told me before, I used {value_label} for the {slot}.)",
+        zh="(按你之前告诉我的偏好,{slot_label}用的是{value_label}。)")]
 
 
 class RuleBook(_Rules):

@@ -39,6 +39,7 @@ from hermes_fsm.brain.rulebook import (
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
 from hermes_fsm.brain.typed_arguments import typed_arguments
+from hermes_fsm.conversation.graph import entity_type_of
 from hermes_fsm.conversation.slots import slot_problems
 from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
@@ -119,7 +120,7 @@ class RulesBrain:
         if resolved is not None:  # a follow-up, a correction, a reference (brain/followups.py)
             self._exact_times(resolved["intent_type"], resolved["parameters"], request)
             self._exact_refs(resolved)
-            return resolved
+            return self._from_memory(resolved, request)
         name, params, confidence, needs_tools = classified
         params = dict(params)
         if request.history and not _WORDS.search(_IDENTIFIERS.sub("", request.text)):
@@ -128,8 +129,33 @@ class RulesBrain:
             if said:
                 params["lang"] = detect_language(said[-1].get("content", ""))
         self._exact_times(name, params, request)
-        return {"intent_type": name, "parameters": params, "confidence": confidence,
-                "needs_tools": needs_tools}
+        return self._from_memory({"intent_type": name, "parameters": params,
+                                  "confidence": confidence, "needs_tools": needs_tools},
+                                 request)
+
+    def _from_memory(self, out: dict[str, Any], request: BrainRequest) -> dict[str, Any]:
+        """``out`` with the required slots it still lacks filled from recalled memory: a
+        memory rule's ``fills`` slot, when its key was recalled ("I prefer the Hangzhou
+        Xihu store", said in an earlier session). The entity says where it came from
+        (``source: memory:<key>``), and so does the answer."""
+        if not out.get("needs_tools") or not request.memory:
+            return out
+        fills = {r.fills: r for r in self.rules.memory if r.fills}
+        if not fills:
+            return out
+        params = out["parameters"]
+        needed = {slot for p in self.rules.plans.get(out["intent_type"], ())  # optional too:
+                  if all(r in params for r in p.requires)  # "我只看华东仓" narrows a total
+                  for slot, _ in p.refs.values()}
+        recalled = _recalled(request.memory)
+        for slot, rule in fills.items():
+            value = recalled.get(rule.key)
+            if slot in needed and slot not in params and value:
+                params[slot] = value
+                out.setdefault("entities", []).append({
+                    "slot": slot, "type": entity_type_of(slot), "value": value,
+                    "canonical": value, "source": f"memory:{rule.key}"})
+        return out
 
     def _resume(self, request: BrainRequest) -> dict[str, Any] | None:
         """A message that is no request of its own, while a clarification waits: the
@@ -324,6 +350,10 @@ class RulesBrain:
         if not parts:
             parts = [followups.conversation_reply(_get(intent, "intent_type", ""), params, lang)
                      or self._answer_without_facts(request, intent, params, lang)]
+        for ref in _get(intent, "entities") or ():
+            if (_get(ref, "source") or "").startswith("memory:") and evidence:
+                parts.append(rules.say(answers.from_memory, lang, {
+                    "slot": _get(ref, "slot"), "value": _get(ref, "canonical")}))
         parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang,
                                                 request.now))
         if request.repair is not None and any(e.loc[:1] == ("evidence",)
@@ -367,7 +397,10 @@ class RulesBrain:
                     continue
                 if raw := rule.value or capture_group(match, "value", text, low):
                     taken.append(match.span())
-                    found.append((rule, rule.values.get(raw.lower(), raw)))
+                    value = rule.values.get(raw.lower(), raw)
+                    if rule.normalize is not None:  # a name of the table: its key
+                        value = self.rules.normalizers[rule.normalize](value)
+                    found.append((rule, value))
                     break
         return tuple(found)
 
@@ -385,6 +418,14 @@ class RulesBrain:
 
 
 _FIELDS_IN: dict[int, tuple[Any, str]] = {}
+
+_RECALLED = re.compile(r"^- \[[^\]]*\] (?P<key>\S+): (?P<value>.*?) \(confidence [\d.]+\)$",
+                       re.MULTILINE)
+
+
+def _recalled(block: str) -> dict[str, str]:
+    """Key → value of a recalled-memory block (``memory.format_recall``'s lines)."""
+    return {m["key"]: m["value"] for m in _RECALLED.finditer(block)}
 
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:\d{2}))?$")

@@ -238,6 +238,9 @@ class ConversationConfig(_Strict):
     decay_per_hour: float = Field(default=0.02, ge=0.0, le=1.0)
     confirm_below: float = Field(default=0.6, ge=0.0, le=1.0)
     max_slot_failures: int = Field(default=2, ge=0, le=10)
+    max_entities: int = Field(default=64, ge=4)  # the graph's cap (pruned past it)
+    max_deprecated: int = Field(default=8, ge=0)
+    max_intents: int = Field(default=16, ge=1)
 
 
 class HermesConfig(_Strict):

@@ -11,6 +11,8 @@ system     the state's instructions and contract   never cut: measured, taken of
            JSON Schema
 steps      this turn's earlier outputs (the facts  never cut (an answer must cite them)
            to cite) and a retry's refusal
+graph      the conversation graph's block          never cut: bounded by pruning
+                                                   (``ConversationPolicy.max_entities``)
 input      the user's message                      over its cap: :class:`ContextOverflow`
                                                    before the turn (default), or cut to the
                                                    cap (``on_input_overflow: truncate``)
@@ -22,7 +24,7 @@ history    rolling summary + recent messages       oldest messages first, then t
 ========== ======================================= ==========================================
 
 Each capped part has a cap in tokens (``caps``) or a share of the budget (``shares``).
-When the fixed parts (system, steps, input) leave less room than memory, tools and
+When the fixed parts (system, steps, graph, input) leave less room than memory, tools and
 history want, their caps shrink in proportion, so a prompt never exceeds the budget
 unless the fixed parts alone do (reported as ``overflow``, never silent).
 
@@ -69,6 +71,7 @@ from typing import Any
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.prompt import (
     OUTPUTS_HEADER,
+    conversation_block,
     history_block,
     input_block,
     memory_block,
@@ -216,6 +219,8 @@ class ContextBuilder:
         truncated: list[str] = []
         system = count(system_prompt(request))
         steps = self._steps(request)
+        graph = self._block_tokens(_graph_text, conversation_block(request))  # fixed, bounded
+        steps_graph = steps + graph  # (the graph is pruned: GraphEdit.prune)
         text = request.text
         input_tokens = self._block_tokens(input_block, text)
         if input_tokens > b.caps["input"]:
@@ -236,10 +241,10 @@ class ContextBuilder:
         want = {"memory": min(memory_tokens, caps["memory"]),
                 "tools": min(tools_tokens, caps["tools"]),
                 "history": min(need["history"], caps["history"])}
-        grant = _share(want, b.available - system - steps - input_tokens)
+        grant = _share(want, b.available - system - steps_graph - input_tokens)
         if plans and tools_tokens > grant["tools"] and "tools" not in self.config.caps:
             # the window's unused share goes to the tools (an explicit cap still wins)
-            spare = b.available - system - steps - input_tokens - sum(grant.values())
+            spare = b.available - system - steps_graph - input_tokens - sum(grant.values())
             grant["tools"] = min(tools_tokens, grant["tools"] + max(0, spare))
         dropped: dict[str, int] = {}
         memory, lines = request.memory, 0
@@ -273,6 +278,7 @@ class ContextBuilder:
                  "memory": memory_tokens,
                  "tools": tools_tokens,
                  "steps": steps,
+                 "graph": graph,
                  "input": input_tokens}
         used = sum(parts.values())
         fields: dict[str, Any] = {
@@ -541,6 +547,11 @@ class ContextBuilder:
 
 
 _QUOTED: dict[str, str] = {}
+
+
+def _graph_text(text: str) -> str:
+    """The conversation graph's block as sent (:func:`conversation_block` made it)."""
+    return text
 """Contract names as JSON strings (there are a handful)."""
 
 

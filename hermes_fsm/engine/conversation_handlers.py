@@ -106,6 +106,7 @@ async def classify(turn: TurnContext) -> Any:
     now = turn.services.clock.now()
     edit = _edit(turn)
     edit.expire(now)
+    edit.prune(now, turn.services.conversation)  # bounded: the pruning is in the diff
     _emit(turn, edit)
     task = conv.pending(now)
     if task is None:
@@ -251,7 +252,8 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
             edit.confirm(ref.node_id)
             ids[ref.slot] = ref.node_id
         else:
-            ids[ref.slot] = edit.mention(ref.type, ref.value, ref.canonical)
+            ids[ref.slot] = edit.mention(ref.type, ref.value, ref.canonical,
+                                         source=getattr(ref, "source", None))
     declared: dict[str, str] | None = None
     extra: dict[str, Any] = {}
     for slot, value in output.parameters.items():
