@@ -348,3 +348,25 @@ async def test_a_long_session_keeps_its_graph_under_the_cap_and_rebuilds_it(
     assert {n["id"] for n in graph["entities"]} >= {  # the rest came with the old graph
         n.id for n in rebuilt.entities.values() if n.sources != [result.turn_id]}
     await second.aclose()
+
+
+async def test_a_store_stock_result_is_remembered_with_tool_evidence_about_its_node() -> None:
+    """The seed's memory update: the stock the tool returned (retail.yaml: 8 iPhone 15 at
+    the Hangzhou Xihu store), evidence tool:store_stock:hz_xh_001:IP15-128, about the
+    product's graph node; a turn whose call failed remembers nothing of it."""
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
+    result = await orchestrator.run_turn("s1", "帮我查iPhone 15在杭州西湖区门店的库存", "u1")
+    commit = next(e.output for e in result.events
+                  if e.kind == "state_output" and e.state == "MEMORY_COMMIT")
+    update = next(u for u in commit["memory_updates"] if u["key"].startswith("fact.stock."))
+    assert update["evidence_source"] == "tool:store_stock:hz_xh_001:IP15-128"
+    assert (update["key"], update["value"]) == ("fact.stock.hz_xh_001.IP15-128", "8")
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None and conv.entities[update["target_node_id"]].canonical == "IP15-128"
+    assert any(e.kind == "memory_write" and e.key == update["key"] and e.status == "applied"
+               for e in result.events)
+    failed = await orchestrator.run_turn("s1", "C3001 在徐汇滨江店有货吗", "u1")
+    commits = [e.output for e in failed.events
+               if e.kind == "state_output" and e.state == "MEMORY_COMMIT"]
+    assert not any(u["key"].startswith("fact.stock.") for c in commits
+                   for u in c["memory_updates"])

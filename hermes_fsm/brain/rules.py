@@ -39,7 +39,7 @@ from hermes_fsm.brain.rulebook import (
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
 from hermes_fsm.brain.typed_arguments import typed_arguments
-from hermes_fsm.conversation.graph import entity_type_of
+from hermes_fsm.conversation.graph import FROM_MEMORY
 from hermes_fsm.conversation.slots import slot_problems
 from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
@@ -113,7 +113,8 @@ class RulesBrain:
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         classified = self._classify(request.text)
         resolved = followups.resolve(self.rules, request.text, request.conversation, classified)
-        if resolved is None and classified[0] == self.rules.fallback.name:
+        unresolved = resolved is None or resolved["intent_type"] == "correction_unknown"
+        if unresolved and classified[0] == self.rules.fallback.name:  # "no idea", "at 6pm"
             resumed = self._resume(request)
             if resumed is not None:  # the answer to a pending clarification
                 return resumed
@@ -148,13 +149,14 @@ class RulesBrain:
                   if all(r in params for r in p.requires)  # "我只看华东仓" narrows a total
                   for slot, _ in p.refs.values()}
         recalled = _recalled(request.memory)
+        used: dict[str, str] = {}
         for slot, rule in fills.items():
             value = recalled.get(rule.key)
             if slot in needed and slot not in params and value:
                 params[slot] = value
-                out.setdefault("entities", []).append({
-                    "slot": slot, "type": entity_type_of(slot), "value": value,
-                    "canonical": value, "source": f"memory:{rule.key}"})
+                used[slot] = rule.key
+        if used:  # slot -> memory key: the engine records the node's source as memory:<key>
+            params[FROM_MEMORY] = used
         return out
 
     def _resume(self, request: BrainRequest) -> dict[str, Any] | None:
@@ -350,10 +352,9 @@ class RulesBrain:
         if not parts:
             parts = [followups.conversation_reply(_get(intent, "intent_type", ""), params, lang)
                      or self._answer_without_facts(request, intent, params, lang)]
-        for ref in _get(intent, "entities") or ():
-            if (_get(ref, "source") or "").startswith("memory:") and evidence:
-                parts.append(rules.say(answers.from_memory, lang, {
-                    "slot": _get(ref, "slot"), "value": _get(ref, "canonical")}))
+        for slot in (params.get(FROM_MEMORY) or {}) if evidence else ():
+            parts.append(rules.say(answers.from_memory, lang, {
+                "slot": slot, "value": params.get(slot)}))
         parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang,
                                                 request.now))
         if request.repair is not None and any(e.loc[:1] == ("evidence",)
@@ -414,7 +415,46 @@ class RulesBrain:
                 "key": key, "update_type": "create", "value": value,
                 "memory_type": rule.memory_type, "confidence": rule.confidence,
                 evidence: "user_message"})
+        if evidence == "evidence_source":  # memory_commit@2: tool results worth keeping
+            for update in self._tool_memories(request):
+                updates.setdefault(update["key"], update)
         return {"memory_updates": list(updates.values())}
+
+    def _tool_memories(self, request: BrainRequest) -> list[dict[str, Any]]:
+        """Memory updates from this turn's tool results that a ``tool_memory`` rule keeps
+        (a store's stock of a product …), with ``tool:`` evidence and the graph node they
+        are about."""
+        rules = self.rules.tool_memory
+        report = request.outputs.get("result_report")
+        if not rules or report is None:
+            return []
+        conv = request.conversation
+        found = []
+        for fact in _get(report, "facts") or ():
+            tool, output = _get(fact.content, "tool"), _get(fact.content, "output")
+            if not isinstance(output, dict):
+                continue
+            for rule in rules:
+                if rule.tool != tool:
+                    continue
+                try:
+                    key, value = rule.key.format_map(output), rule.value.format_map(output)
+                    cited = [str(output[f]) for f in rule.evidence]
+                except (KeyError, IndexError, AttributeError):
+                    continue  # this output lacks a field the rule needs
+                if any(not c or ":" in c or c.split() != [c] for c in cited):
+                    continue  # not citable in the tool:<tool>:<field> form
+                update: dict[str, Any] = {
+                    "key": key, "update_type": "modify", "value": value,
+                    "memory_type": rule.memory_type, "confidence": rule.confidence,
+                    "evidence_source": ":".join(["tool", tool, *cited])}
+                target = str(output.get(rule.target, "")) if rule.target else ""
+                node = next((n for n in conv.active() if n.canonical == target), None) \
+                    if conv is not None and target else None
+                if node is not None:
+                    update["target_node_id"] = node.id
+                found.append(update)
+        return found
 
 
 _FIELDS_IN: dict[int, tuple[Any, str]] = {}

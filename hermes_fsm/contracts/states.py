@@ -81,7 +81,7 @@ class EntityRef(Contract):
     """A slot's entity: an existing graph node (node_id) or a new one."""
 
     contract_name = "entity_ref"
-    contract_version = "1.1.0"
+    contract_version = "1.0.0"
 
     slot: str = Field(min_length=1)
     type: str = Field(min_length=1, description="Product, Warehouse, Location, Time ...")
@@ -89,8 +89,6 @@ class EntityRef(Contract):
     canonical: str | None = Field(default=None, description="The exact value tools take.")
     node_id: str | None = None
     replaces: str | None = Field(default=None, description="The node a correction replaces.")
-    source: str | None = Field(default=None, pattern=r"^memory:\S+$", description=(
-        "Where the value came from when the message did not say it: memory:<key>."))
 
 
 class Intent(Contract):
@@ -101,7 +99,7 @@ class Intent(Contract):
     # pending task this message answers, ``decision`` an answer to a pending approval.
 
     contract_name = "intent"
-    contract_version = "2.1.0"
+    contract_version = "2.0.0"
 
     intent_type: str = Field(min_length=1, description="Intent label, e.g. 'inventory_query'.")
     parameters: dict[str, Any] = Field(description="Slots extracted from the message.")

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 __all__ = [
     "ENTITY_TYPES",
+    "FROM_MEMORY",
     "Conversation",
     "ConversationPolicy",
     "Edge",
@@ -63,8 +64,12 @@ ENTITY_TYPES: dict[str, str] = {
 }
 """The entity type of a slot by its name, when no tool contract says (``slots.X.entity``)."""
 
+FROM_MEMORY = "from_memory"
+"""The intent parameter naming the slots filled from recalled memory (slot → memory key):
+their entity nodes get the source ``memory:<key>``, not the message."""
+
 NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment",
-                          "question", "time_problem"})
+                          "question", "time_problem", FROM_MEMORY})
 """Intent parameters that are never entities (the language, a constant of the rule …)."""
 
 TaskKind = Literal["clarify", "approval", "confirm"]

@@ -31,6 +31,7 @@ from hermes_fsm.brain.rulebook import detect_language
 from hermes_fsm.contracts.states import Intent, Plan
 from hermes_fsm.conversation.followups import reply_kind
 from hermes_fsm.conversation.graph import (
+    FROM_MEMORY,
     NOT_ENTITIES,
     Conversation,
     GraphEdit,
@@ -252,10 +253,10 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
             edit.confirm(ref.node_id)
             ids[ref.slot] = ref.node_id
         else:
-            ids[ref.slot] = edit.mention(ref.type, ref.value, ref.canonical,
-                                         source=getattr(ref, "source", None))
+            ids[ref.slot] = edit.mention(ref.type, ref.value, ref.canonical)
     declared: dict[str, str] | None = None
     extra: dict[str, Any] = {}
+    remembered = output.parameters.get(FROM_MEMORY)  # slot -> memory key (a preference)
     for slot, value in output.parameters.items():
         if slot in ids:
             continue
@@ -265,7 +266,9 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
             continue
         if declared is None:
             declared = _declared_types(turn)
-        ids[slot] = edit.mention(entity_type_of(slot, declared), value, value)
+        key = remembered.get(slot) if isinstance(remembered, dict) else None
+        ids[slot] = edit.mention(entity_type_of(slot, declared), value, value,
+                                 source=f"memory:{key}" if key else None)
     if decision == "cancel" and task is not None:
         edit.end_task(task, "cancelled")
     confirmed = next((t for t in turn.conversation().tasks if t.id == task
