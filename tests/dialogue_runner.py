@@ -21,8 +21,11 @@ from typing import Any
 import yaml
 
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config import build_orchestrator
+from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.sources import FixedClock, SequentialIds
 from tests.conversation_support import slot_registry, slot_rules
 
@@ -47,6 +50,14 @@ def build(dialogue: dict[str, Any], data_dir: Path | None = None,
     reminders, reports and outbox under ``data_dir``)."""
     clock = FixedClock(START)
     sent: list[dict[str, Any]] = []
+    if dialogue.get("setup", "demo") == "mcp":  # the embedded configuration: the demo MCP
+        config = HermesConfig(timezone="UTC", sessions={"store": "memory"},  # server's
+                              memory={"data_dir": str(data_dir)})        # calendar too
+        demo = config.mcp_servers["demo"]
+        config.mcp_servers["demo"] = demo.model_copy(update={"env": {
+            **demo.env, "HERMES_DEMO_TODAY": START.date().isoformat()}})
+        return build_orchestrator(config, clock=clock, ids=SequentialIds(),
+                                  memory=InProcessMemory()), clock, sent
     if dialogue.get("setup", "demo") == "slots":
         brain = RulesBrain(slot_rules())
         tools = slot_registry(sent, clock=clock, data_dir=data_dir)
@@ -154,6 +165,7 @@ async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[
     data_dir = Path(tempfile.mkdtemp(prefix="hermes-dialogue-"))
     try:
         orchestrator, clock, sent = build(dialogue, data_dir)
+        await orchestrator.__aenter__()  # connects the MCP servers, if any
         scores = []
         for n, turn in enumerate(dialogue["turns"], 1):
             session_id = f"dialogue-{dialogue['id']}-{turn.get('session', 1)}"
@@ -164,6 +176,7 @@ async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[
             scores.append(score_turn(orchestrator, session_id, result, turn,
                                      f"{dialogue['file']}:{dialogue['id']} turn {n} "
                                      f"({turn['say']!r})", data_dir))
+        await orchestrator.aclose()  # the MCP servers' processes, if any
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     problems = []

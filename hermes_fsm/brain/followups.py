@@ -211,9 +211,21 @@ def _incomplete(rules: RuleBook, intent: str, params: dict[str, Any]) -> bool:
                for s in p.required)
 
 
-def _time_slots(rules: RuleBook, intent: str) -> set[str]:
-    """The time slots of ``intent``'s rules (made exact by the brain, with derived slots)."""
-    return {s for r in rules.intents if r.name == intent for s in r.times}
+_TIMES: dict[int, tuple[RuleBook, dict[str, frozenset[str]]]] = {}
+
+
+def _time_slots(rules: RuleBook, intent: str) -> frozenset[str]:
+    """The time slots of ``intent``'s rules (made exact by the brain, with derived slots);
+    computed once per rule book."""
+    cached = _TIMES.get(id(rules))
+    if cached is None or cached[0] is not rules:
+        table: dict[str, set[str]] = {}
+        for rule in rules.intents:
+            table.setdefault(rule.name, set()).update(rule.times)
+        if len(_TIMES) > 64:
+            _TIMES.clear()
+        cached = _TIMES[id(rules)] = (rules, {k: frozenset(v) for k, v in table.items()})
+    return cached[1].get(intent, frozenset())
 
 
 def _latest_place(conv: Conversation) -> Any:

@@ -33,7 +33,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -202,7 +202,7 @@ class Conversation:
         tasks: the pending tasks, oldest first (the last is answered first).
     """
 
-    __slots__ = ("counter", "edges", "entities", "intents", "tasks")
+    __slots__ = ("counter", "edges", "entities", "intents", "revision", "tasks")
 
     def __init__(self) -> None:
         self.entities: dict[str, EntityNode] = {}
@@ -210,6 +210,7 @@ class Conversation:
         self.edges: list[Edge] = []
         self.tasks: list[Task] = []
         self.counter = 0
+        self.revision = 0  # bumped by every fold (a cache key: not part of the data)
 
     def __repr__(self) -> str:
         return (f"Conversation({len(self.entities)} entities, {len(self.intents)} intents, "
@@ -361,6 +362,7 @@ def apply_ops(conv: Conversation, ops: Iterable[Mapping[str, Any]]) -> Conversat
     ``prune`` (drop old nodes and their edges: :meth:`GraphEdit.prune`).
     An operation naming an unknown node is ignored (it cannot come from this code).
     """
+    conv.revision += 1
     for op in ops:
         kind = op["op"]
         if kind == "entity":
@@ -535,18 +537,23 @@ class GraphEdit:
         conv = self.conv
         intents = list(conv.intents)
         old_intents = intents[:max(0, len(intents) - policy.max_intents)]
-        kept_intents = [conv.intents[i] for i in intents[len(old_intents):]]
-        held = {n for i in kept_intents for n in i.params.values()}
-        held |= {t.node_id for t in conv.tasks if t.node_id}
-        last = conv.last_intent()
-        latest = set(last.params.values()) if last is not None else set()
         deprecated = sorted((n for n in conv.entities.values() if not n.active),
                             key=lambda n: n.deprecated_at or "")
         gone = [n.id for n in deprecated[:max(0, len(deprecated) - policy.max_deprecated)]]
-        gone += [n.id for n in conv.active() if n.id not in held
-                 and conv.confidence_at(n, now, policy.decay_per_hour) <= 0.0]
+        if policy.decay_per_hour > 0:  # only a node unseen this long can have decayed to 0
+            cutoff = (now - timedelta(hours=1.0 / policy.decay_per_hour)).isoformat()
+            stale = [n for n in conv.entities.values() if n.active and (
+                n.seen_at < cutoff or n.seen_at[19:] != cutoff[19:])]  # ISO order, one offset
+            if stale:
+                held = {n for i in intents[len(old_intents):]
+                        for n in conv.intents[i].params.values()}
+                held |= {t.node_id for t in conv.tasks if t.node_id}
+                gone += [n.id for n in stale if n.id not in held
+                         and conv.confidence_at(n, now, policy.decay_per_hour) <= 0.0]
         over = len(conv.entities) - len(set(gone)) - policy.max_entities
         if over > 0:
+            last = conv.last_intent()
+            latest = set(last.params.values()) if last is not None else set()
             left = [n for n in sorted(conv.entities.values(), key=lambda n: n.seen_at)
                     if n.id not in gone and n.id not in latest]
             gone += [n.id for n in left[:over]]

@@ -144,6 +144,7 @@ class ContextBuilder:
         self._tools: tuple[Any, Any, int] | None = None  # (tools list, ratio, tokens)
         self._settled: tuple[Any, str, Any] | None = None  # (history, summary, ratio): no fold
         self._blocks: dict[Any, tuple[str, Any, int]] = {}  # block → (text, ratio, tokens)
+        self._graph_last: tuple[tuple[Any, ...], int] | None = None  # graph, revision …
 
     # --- the input ----------------------------------------------------------------------
 
@@ -219,8 +220,8 @@ class ContextBuilder:
         truncated: list[str] = []
         system = count(system_prompt(request))
         steps = self._steps(request)
-        graph = self._block_tokens(_graph_text, conversation_block(request))  # fixed, bounded
-        steps_graph = steps + graph  # (the graph is pruned: GraphEdit.prune)
+        graph = self._graph_tokens(request)  # fixed, and bounded: GraphEdit.prune
+        steps_graph = steps + graph
         text = request.text
         input_tokens = self._block_tokens(input_block, text)
         if input_tokens > b.caps["input"]:
@@ -470,6 +471,21 @@ class ContextBuilder:
             total += hit[2]
         return total
 
+    def _graph_tokens(self, request: BrainRequest) -> int:
+        """Tokens of the conversation graph's block, counted again only when the graph
+        changed (its ``revision``) since the last request."""
+        conv = request.conversation
+        if conv is None:
+            return 0
+        key = (conv, conv.revision, getattr(self.counter, "ratio", None))
+        last = self._graph_last
+        if last is not None and last[0][0] is conv and last[0][1:] == key[1:]:
+            return last[1]
+        tokens = self.counter.count(conversation_block(request)) if (
+            conv.entities or conv.tasks) else 0
+        self._graph_last = (key, tokens)
+        return tokens
+
     def _block_tokens(self, block: Any, text: str) -> int:
         """``count(block(text))``, kept for the last text of each block: a turn's message,
         memory and summary are measured again at each of its requests."""
@@ -547,12 +563,6 @@ class ContextBuilder:
 
 
 _QUOTED: dict[str, str] = {}
-
-
-def _graph_text(text: str) -> str:
-    """The conversation graph's block as sent (:func:`conversation_block` made it)."""
-    return text
-"""Contract names as JSON strings (there are a handful)."""
 
 
 def _line(message: Mapping[str, str]) -> str:
