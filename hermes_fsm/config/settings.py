@@ -230,8 +230,9 @@ class ConversationConfig(_Strict):
     """The conversation graph and its pending tasks
     (:class:`~hermes_fsm.conversation.graph.ConversationPolicy`): on or off, how long a
     clarification or an approval waits (``pending_ttl_s``), the time decay of a node's
-    confidence and the level below which it is confirmed before use, and how many answers
-    may fail a slot's format before the task is dropped."""
+    confidence and the level below which it is confirmed before use, how many answers
+    may fail a slot's format before the task is dropped, and the graph's caps (pruned as
+    each turn starts: ``max_entities``, ``max_deprecated``, ``max_intents``)."""
 
     enabled: bool = True
     pending_ttl_s: float = Field(default=1800.0, gt=0.0)
