@@ -370,3 +370,40 @@ async def test_a_store_stock_result_is_remembered_with_tool_evidence_about_its_n
                if e.kind == "state_output" and e.state == "MEMORY_COMMIT"]
     assert not any(u["key"].startswith("fact.stock.") for c in commits
                    for u in c["memory_updates"])
+
+
+async def test_a_model_that_says_the_pending_request_again_resumes_its_task() -> None:
+    """While a reminder waits for its time, a brain that classifies "tomorrow at 4pm" as
+    the same intent (with only the time) answers the task: its other slots are kept and
+    the output names the task, so the clarification ends."""
+    from hermes_fsm.testing import ScriptedBrain
+
+    def plan(request: BrainRequest) -> dict[str, object]:
+        params = request.outputs["intent"].parameters
+        if "due" not in params:
+            return {"tool_calls": [], "missing_slots": [
+                {"tool": "create_reminder", "slot": "due", "reason": "missing"}]}
+        return {"tool_calls": [{"tool_name": "create_reminder", "reasoning_trace": "asked",
+                                "arguments": {"text": params["text"], "due": params["due"]}}]}
+
+    brain = ScriptedBrain({
+        "INTENT": [{"intent_type": "create_reminder", "parameters": {"text": "stretch"},
+                    "confidence": 0.9, "needs_tools": True},
+                   {"intent_type": "create_reminder",
+                    "parameters": {"due": "2026-06-13T16:00:00+00:00"},
+                    "confidence": 0.9, "needs_tools": True}],
+        "PLANNING": [plan], "RESPONSE": [{"text": "done", "evidence": []}],
+        "MEMORY_COMMIT": [{"memory_updates": []}]})
+    clock = FixedClock(datetime(2026, 6, 12, 8, 0, tzinfo=UTC))
+    orchestrator = Orchestrator(brain=brain, tools=build_demo_registry(clock=clock),
+                                clock=clock)
+    first = await orchestrator.run_turn("s1", "remind me to stretch", "alice")
+    assert first.status == "awaiting_input"
+    second = await orchestrator.run_turn("s1", "tomorrow at 4pm", "alice")
+    intent = next(e.output for e in second.events
+                  if e.kind == "state_output" and e.state == "INTENT")
+    assert intent["parameters"]["text"] == "stretch" and intent["task"]
+    assert [(e.tool, e.arguments) for e in second.events if e.kind == "tool_call_started"] == [
+        ("create_reminder", {"text": "stretch", "due": "2026-06-13T16:00:00+00:00"})]
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None and not conv.tasks  # the clarification is over
