@@ -28,11 +28,33 @@ SLOT_RULES: dict[str, Any] = {
         {"name": "email_report", "confidence": 0.9, "needs_tools": True,
          "patterns": [r"(?:发(?:送)?给|\bsend\b.*\bto\b)\s*[\w.]+@[\w.]+"],
          "extract": [r"(?P<to>[\w.]+@[\w.]+)"]},
+        # a chain of four calls, each taking the one before's output (four planning
+        # rounds in one turn: the plan ``continues`` until the last call is made)
+        {"name": "order_pickup", "confidence": 0.9, "needs_tools": True,
+         "patterns": [r"订单.*商品.*提醒我", r"^(?=.*\border\b)(?=.*\bitem\b)(?=.*\bremind me\b)"],
+         "extract": [r"(?<![a-z0-9])(?P<order_id>ord-\d{8})(?!\d)",
+                     r"(?P<store>徐汇|xuhui|浦东|pudong)",
+                     r"(?P<due>(?:明天|后天)(?:上午|下午)?[一二三四五六七八九十\d]+点|"
+                     r"tomorrow at \d{1,2}\s*(?:am|pm))"],
+         "normalize": {"order_id": "upper", "store": "store_id"},
+         "times": {"due": "instant"}},
     ],
     "plans": {
         "email_report": [{"tool": "send_email",
                           "arguments": {"to": "{to}", "subject": SUBJECT, "body": BODY},
                           "reasoning": "The user asks to e-mail the report to {to}."}],
+        "order_pickup": [
+            {"tool": "order_status", "arguments": {"order_id": "{order_id}"},
+             "reasoning": "The user asks about the item of order {order_id}."},
+            {"tool": "price_lookup", "arguments": {"sku": "{@order_status.sku}"},
+             "requires": ["order_id"], "reasoning": "The price of that order's item."},
+            {"tool": "store_stock",
+             "arguments": {"sku": "{@price_lookup.sku}", "store": "{store}"},
+             "reasoning": "Whether the store {store} has that item."},
+            {"tool": "create_reminder",
+             "arguments": {"text": "{@store_stock.name}", "due": "{due}"},
+             "reasoning": "A reminder at {due} to pick the item up."},
+        ],
     },
 }
 

@@ -21,8 +21,11 @@ from typing import Any
 import yaml
 
 from hermes_fsm.brain.rules import RulesBrain
+from hermes_fsm.config import build_orchestrator
+from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.sources import FixedClock, SequentialIds
 from tests.conversation_support import slot_registry, slot_rules
 
@@ -47,6 +50,14 @@ def build(dialogue: dict[str, Any], data_dir: Path | None = None,
     reminders, reports and outbox under ``data_dir``)."""
     clock = FixedClock(START)
     sent: list[dict[str, Any]] = []
+    if dialogue.get("setup", "demo") == "mcp":  # the embedded configuration: the demo MCP
+        config = HermesConfig(timezone="UTC", sessions={"store": "memory"},  # server's
+                              memory={"data_dir": str(data_dir)})        # calendar too
+        demo = config.mcp_servers["demo"]
+        config.mcp_servers["demo"] = demo.model_copy(update={"env": {
+            **demo.env, "HERMES_DEMO_TODAY": START.date().isoformat()}})
+        return build_orchestrator(config, clock=clock, ids=SequentialIds(),
+                                  memory=InProcessMemory()), clock, sent
     if dialogue.get("setup", "demo") == "slots":
         brain = RulesBrain(slot_rules())
         tools = slot_registry(sent, clock=clock, data_dir=data_dir)
@@ -130,6 +141,15 @@ def score_turn(orchestrator: Orchestrator, session_id: str, result: Any,
     if "status" in turn and result.status != turn["status"]:
         score.other = False
         score.fail(f"status {result.status!r}, expected {turn['status']!r}")
+    if "sources" in turn:  # slot -> a source its entity node must have (memory:<key>)
+        node = next((n for n in reversed(conv.intents.values())
+                     if n.turn_id == result.turn_id), None) if conv else None
+        for slot, source in turn["sources"].items():
+            entity = conv.entities.get(node.params.get(slot, "")) if node and conv else None
+            if entity is None or source not in entity.sources:
+                score.other = False
+                score.fail(f"the {slot} node's sources are "
+                           f"{entity.sources if entity else None}, expected {source!r} among them")
     if "deprecated" in turn:
         gone = ({n.canonical for n in conv.entities.values() if not n.active}
                 if conv is not None else set())
@@ -145,9 +165,10 @@ async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[
     data_dir = Path(tempfile.mkdtemp(prefix="hermes-dialogue-"))
     try:
         orchestrator, clock, sent = build(dialogue, data_dir)
-        session_id = f"dialogue-{dialogue['id']}"
+        await orchestrator.__aenter__()  # connects the MCP servers, if any
         scores = []
         for n, turn in enumerate(dialogue["turns"], 1):
+            session_id = f"dialogue-{dialogue['id']}-{turn.get('session', 1)}"
             if "after" in turn:
                 clock.advance(duration(turn["after"]))
             result = await orchestrator.run_turn(session_id, turn["say"],
@@ -155,6 +176,7 @@ async def run_dialogue(dialogue: dict[str, Any]) -> tuple[list[TurnScore], list[
             scores.append(score_turn(orchestrator, session_id, result, turn,
                                      f"{dialogue['file']}:{dialogue['id']} turn {n} "
                                      f"({turn['say']!r})", data_dir))
+        await orchestrator.aclose()  # the MCP servers' processes, if any
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     problems = []

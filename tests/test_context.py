@@ -354,10 +354,12 @@ async def test_every_brain_request_is_preceded_by_its_context_built_event(
         assert (event.window, event.reserved_output, event.budget) == (8192, 1024, 7168)
         assert sum(event.parts.values()) == event.used <= event.budget
         assert set(event.parts) == {"system", "summary", "history", "memory", "tools", "steps",
-                                    "input"}
+                                    "graph", "input"}
         assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
     planning = next(e for e in built_events(events) if e.state == "PLANNING")
     assert planning.parts["tools"] > 0 and planning.parts["steps"] > 0
+    assert planning.parts["graph"] > 0  # INTENT put the SKU and warehouse in the graph
+    assert next(e for e in built_events(events) if e.state == "INTENT").parts["graph"] == 0
 
 
 async def test_the_parts_are_what_the_prompt_sent_to_the_brain_costs(

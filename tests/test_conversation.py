@@ -278,3 +278,132 @@ async def test_a_variant_of_the_product_and_a_store_correction_reuse_the_last_ta
     conv = orchestrator.sessions()["s1"].conversation
     assert conv is not None
     assert {n.canonical for n in conv.entities.values() if not n.active} == {"上海徐汇区"}
+
+
+# --- pruning: the graph stays bounded, and the pruning is in the diff ---------------------------
+
+
+def test_prune_bounds_deprecated_nodes_intents_and_entities_and_folds_the_same() -> None:
+    conv, ops = Conversation(), []
+    policy = ConversationPolicy(max_entities=6, max_deprecated=2, max_intents=3)
+    node = None
+    for n in range(8):
+        edit = GraphEdit(conv, f"2026-06-12T08:{n:02d}:00+00:00", f"m{n}")
+        node = edit.mention("Warehouse", f"w{n}") if node is None else \
+            edit.correct(node, "Warehouse", f"w{n}")  # every turn corrects the last one
+        edit.intent("inventory_query", {"warehouse": node}, {})
+        edit.mention("Product", f"p{n}")
+        edit.prune(datetime(2026, 6, 12, 8, n, tzinfo=UTC), policy)
+        ops += edit.ops
+    assert sum(1 for e in conv.entities.values() if not e.active) <= 2
+    assert len(conv.entities) <= 6 and len(conv.intents) == 3
+    assert node in conv.entities  # the latest intent's node is never pruned
+    assert all(e.src in conv.entities or e.src in conv.intents for e in conv.edges)
+    assert any(op["op"] == "prune" for op in ops)
+    assert apply_ops(Conversation(), ops).to_data() == conv.to_data()
+
+
+def test_a_node_decayed_to_nothing_is_pruned_unless_a_kept_intent_points_at_it() -> None:
+    conv = Conversation()
+    edit = GraphEdit(conv, AT, "m1")
+    held = edit.mention("Warehouse", "east")
+    edit.intent("inventory_query", {"warehouse": held}, {})
+    loose = edit.mention("Product", "A1001")
+    edit.prune(datetime(2026, 6, 12, 20, tzinfo=UTC), ConversationPolicy())  # 12 h: kept
+    assert loose in conv.entities
+    edit.prune(datetime(2026, 6, 15, 8, tzinfo=UTC), ConversationPolicy())  # 72 h: 0.9 → 0
+    assert loose not in conv.entities and held in conv.entities
+
+
+async def test_a_long_session_keeps_its_graph_under_the_cap_and_rebuilds_it(
+        tmp_path: Path) -> None:
+    """Twenty turns with a cap of 8 nodes: the graph never grows past it (but for the
+    turn's own nodes), the prune ops
+    are in the graph_updated events, and a new process folds the same graph."""
+    path = tmp_path / "s.db"
+    policy = ConversationPolicy(max_entities=8, max_deprecated=2, max_intents=4)
+    first = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                         store=SQLiteStore(path), conversation=policy)
+    pruned, ops = 0, []
+    skus = ["A1001", "A1002", "B2001", "B2002", "C3001"]
+    places = ["华东", "华北", "华南", "西南"]
+    for n in range(20):
+        result = await first.run_turn("s1", f"{skus[n % 5]} 在{places[n % 4]}仓还有多少", "u1")
+        ops += [op for e in result.events if e.kind == "graph_updated" for op in e.ops]
+        pruned += sum(1 for e in result.events if e.kind == "graph_updated"
+                      for op in e.ops if op["op"] == "prune")
+        conv = first.sessions()["s1"].conversation
+        # pruned as each turn starts: this turn's own nodes (two, one intent) come on top
+        assert conv is not None and len(conv.entities) <= 8 + 2 and len(conv.intents) <= 4 + 1
+    assert pruned > 0
+    graph = conv.to_data()
+    assert apply_ops(Conversation(), ops).to_data() == graph  # what replay folds
+    await first.aclose()
+    second = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                          store=SQLiteStore(path), conversation=policy)
+    result = await second.run_turn("s1", "那华南仓呢", "u1")  # the session, from its events
+    assert "华南" in result.answer  # the last task (C3001 在西南仓) goes on
+    rebuilt = second.sessions()["s1"].conversation
+    assert rebuilt is not None and len(rebuilt.entities) <= 8 + 2
+    assert {n["id"] for n in graph["entities"]} >= {  # the rest came with the old graph
+        n.id for n in rebuilt.entities.values() if n.sources != [result.turn_id]}
+    await second.aclose()
+
+
+async def test_a_store_stock_result_is_remembered_with_tool_evidence_about_its_node() -> None:
+    """The seed's memory update: the stock the tool returned (retail.yaml: 8 iPhone 15 at
+    the Hangzhou Xihu store), evidence tool:store_stock:hz_xh_001:IP15-128, about the
+    product's graph node; a turn whose call failed remembers nothing of it."""
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry())
+    result = await orchestrator.run_turn("s1", "帮我查iPhone 15在杭州西湖区门店的库存", "u1")
+    commit = next(e.output for e in result.events
+                  if e.kind == "state_output" and e.state == "MEMORY_COMMIT")
+    update = next(u for u in commit["memory_updates"] if u["key"].startswith("fact.stock."))
+    assert update["evidence_source"] == "tool:store_stock:hz_xh_001:IP15-128"
+    assert (update["key"], update["value"]) == ("fact.stock.hz_xh_001.IP15-128", "8")
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None and conv.entities[update["target_node_id"]].canonical == "IP15-128"
+    assert any(e.kind == "memory_write" and e.key == update["key"] and e.status == "applied"
+               for e in result.events)
+    failed = await orchestrator.run_turn("s1", "C3001 在徐汇滨江店有货吗", "u1")
+    commits = [e.output for e in failed.events
+               if e.kind == "state_output" and e.state == "MEMORY_COMMIT"]
+    assert not any(u["key"].startswith("fact.stock.") for c in commits
+                   for u in c["memory_updates"])
+
+
+async def test_a_model_that_says_the_pending_request_again_resumes_its_task() -> None:
+    """While a reminder waits for its time, a brain that classifies "tomorrow at 4pm" as
+    the same intent (with only the time) answers the task: its other slots are kept and
+    the output names the task, so the clarification ends."""
+    from hermes_fsm.testing import ScriptedBrain
+
+    def plan(request: BrainRequest) -> dict[str, object]:
+        params = request.outputs["intent"].parameters
+        if "due" not in params:
+            return {"tool_calls": [], "missing_slots": [
+                {"tool": "create_reminder", "slot": "due", "reason": "missing"}]}
+        return {"tool_calls": [{"tool_name": "create_reminder", "reasoning_trace": "asked",
+                                "arguments": {"text": params["text"], "due": params["due"]}}]}
+
+    brain = ScriptedBrain({
+        "INTENT": [{"intent_type": "create_reminder", "parameters": {"text": "stretch"},
+                    "confidence": 0.9, "needs_tools": True},
+                   {"intent_type": "create_reminder",
+                    "parameters": {"due": "2026-06-13T16:00:00+00:00"},
+                    "confidence": 0.9, "needs_tools": True}],
+        "PLANNING": [plan], "RESPONSE": [{"text": "done", "evidence": []}],
+        "MEMORY_COMMIT": [{"memory_updates": []}]})
+    clock = FixedClock(datetime(2026, 6, 12, 8, 0, tzinfo=UTC))
+    orchestrator = Orchestrator(brain=brain, tools=build_demo_registry(clock=clock),
+                                clock=clock)
+    first = await orchestrator.run_turn("s1", "remind me to stretch", "alice")
+    assert first.status == "awaiting_input"
+    second = await orchestrator.run_turn("s1", "tomorrow at 4pm", "alice")
+    intent = next(e.output for e in second.events
+                  if e.kind == "state_output" and e.state == "INTENT")
+    assert intent["parameters"]["text"] == "stretch" and intent["task"]
+    assert [(e.tool, e.arguments) for e in second.events if e.kind == "tool_call_started"] == [
+        ("create_reminder", {"text": "stretch", "due": "2026-06-13T16:00:00+00:00"})]
+    conv = orchestrator.sessions()["s1"].conversation
+    assert conv is not None and not conv.tasks  # the clarification is over

@@ -161,3 +161,22 @@ def test_a_model_is_told_the_turns_time_in_the_configured_zone() -> None:
     system = brain._body(request, stream=False)["messages"][0]["content"]
     assert "Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai)" in system
     assert "never words like 'tomorrow'" in system
+
+
+@pytest.mark.parametrize(("text", "day"), [
+    ("a month ago", "2026-05-12"), ("一个月前", "2026-05-12"), ("两周前", "2026-05-29"),
+    ("3 days ago", "2026-06-09"), ("十天前", "2026-06-02"), ("a year ago", "2025-06-12"),
+    ("two weeks ago", "2026-05-29"), ("三个月之前", "2026-03-12")])
+def test_a_time_counted_back_is_that_day_not_a_month(text: str, day: str) -> None:
+    """Both parsers read "a month ago" as a month; counted back from 2026-06-12 it is one
+    day, and a comparison ("比一个月前") compares with it."""
+    resolver = TimeResolver("UTC")
+    base = datetime(2026, 6, 12, 8, 0, tzinfo=UTC)
+    found = resolver.resolve(text, base=base)
+    assert (found.grain, found.first_day()) == ("day", day)
+    assert resolver.reference_day(text, base=base).first_day() == day
+
+
+def test_a_month_counted_back_keeps_the_day_within_the_shorter_month() -> None:
+    base = datetime(2026, 3, 31, 8, 0, tzinfo=UTC)
+    assert TimeResolver("UTC").resolve("一个月前", base=base).first_day() == "2026-02-28"

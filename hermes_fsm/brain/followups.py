@@ -28,7 +28,7 @@ from hermes_fsm.conversation.followups import (
 )
 from hermes_fsm.conversation.graph import Conversation, IntentNode, entity_type_of
 
-__all__ = ["conversation_reply", "pending_reminder", "resolve"]
+__all__ = ["again", "conversation_reply", "pending_reminder", "resolve"]
 
 Classified = tuple[str, dict[str, Any], float, bool]
 
@@ -36,15 +36,35 @@ Classified = tuple[str, dict[str, Any], float, bool]
 def resolve(rules: RuleBook, text: str, conv: Conversation | None,
             classified: Classified) -> dict[str, Any] | None:
     """The intent output of a follow-up, a correction or a reference to an earlier entity;
-    ``None`` when ``text`` is none of these (the classification stands)."""
+    ``None`` when ``text`` is none of these (the classification stands).
+
+    A follow-up or correction continues the most recent task whose slots its fragment
+    names (:meth:`~hermes_fsm.conversation.graph.Conversation.recent_intents`: "那华北仓呢"
+    after an approved e-mail goes back to the stock question before it)."""
     if conv is None:
         return None
     name, params, _, needs_tools = classified
     last = conv.last_intent()
     followup = parse_followup(text)
+    fragment_only = False  # "那浦东呢": a request of its own only with the graph's help
+    if last is not None and followup is not None and followup.kind == "followup" \
+            and name != rules.fallback.name and needs_tools and _incomplete(rules, name, params):
+        filled = _fill_references(rules, text, conv, last, name, params)
+        if filled is not None and not _incomplete(rules, name, filled["parameters"]):
+            return filled
+        fragment_only = True
     if last is not None and followup is not None and (
-            followup.kind == "correction" or name == rules.fallback.name):
-        return _reuse(rules, text, conv, last, followup.kind, followup.fragment)
+            followup.kind == "correction" or name == rules.fallback.name or fragment_only):
+        for candidate in conv.recent_intents():
+            reused = _reuse(rules, text, conv, candidate, followup.kind, followup.fragment)
+            if reused is not None:
+                return reused
+        if followup.kind == "correction":
+            return {"intent_type": "correction_unknown",
+                    "parameters": {"lang": detect_language(text),
+                                   "fragment": followup.fragment},
+                    "confidence": 0.9, "needs_tools": False}
+        return None
     if needs_tools and name != rules.fallback.name:
         return _fill_references(rules, text, conv, last, name, params)
     return None
@@ -73,7 +93,8 @@ def _slots_in(rules: RuleBook, fragment: str, intent: str) -> dict[str, Any]:
 
 def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kind: str,
            fragment: str) -> dict[str, Any] | None:
-    lang = detect_language(text)
+    """Task ``last`` again with the slots ``fragment`` names replaced, or ``None`` when it
+    names none of ``last``'s slots."""
     found = {k: v for k, v in _slots_in(rules, fragment, last.type).items()
              if k in last.params or k in rules_slots(rules, last.type)}
     if not found:
@@ -89,11 +110,19 @@ def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kin
                 if found:
                     break
     if not found:
-        if kind == "correction":
-            return {"intent_type": "correction_unknown",
-                    "parameters": {"lang": lang, "fragment": fragment},
-                    "confidence": 0.9, "needs_tools": False}
         return None
+    return again(conv, last, found, kind, detect_language(text))
+
+
+def again(conv: Conversation, last: IntentNode, found: dict[str, Any], kind: str,
+          lang: str, confidence: float = 0.85) -> dict[str, Any]:
+    """The intent output that runs task ``last`` again with the slots of ``found``
+    replaced (a ``correction`` names the old nodes in ``replaces``); the other slots keep
+    their nodes. A replaced slot's derived slots (``then`` → ``then_text``, ``then_date`` …:
+    what a time slot is made exact into) are not kept: they come again from the new value."""
+    def derived(slot: str) -> bool:
+        return any(slot.startswith(f"{s}_") for s in found)
+
     entities = []
     for slot, value in found.items():
         old_id = last.params.get(slot)
@@ -105,11 +134,12 @@ def _reuse(rules: RuleBook, text: str, conv: Conversation, last: IntentNode, kin
         entities.append(ref)
     for slot, node_id in last.params.items():
         kept = conv.entities.get(node_id)
-        if slot not in found and kept is not None and kept.active:
+        if slot not in found and not derived(slot) and kept is not None and kept.active:
             entities.append({"slot": slot, "type": kept.type, "value": kept.value,
                              "canonical": kept.canonical, "node_id": node_id})
-    parameters = {**conv.values_of(last), **found, "lang": lang}
-    return {"intent_type": last.type, "parameters": parameters, "confidence": 0.85,
+    parameters = {k: v for k, v in conv.values_of(last).items() if not derived(k)}
+    parameters.update(found, lang=lang)
+    return {"intent_type": last.type, "parameters": parameters, "confidence": confidence,
             "needs_tools": True, "entities": entities}
 
 
@@ -133,8 +163,24 @@ def rules_slots(rules: RuleBook, intent: str) -> set[str]:
 
 def _fill_references(rules: RuleBook, text: str, conv: Conversation, last: IntentNode | None,
                      name: str, params: dict[str, Any]) -> dict[str, Any] | None:
-    missing = [s for p in rules.plans.get(name, ()) for s in p.required if s not in params]
-    if has_place_pronoun(text):  # "there": the optional place slots too
+    lang = detect_language(text)
+    plans = [p for p in rules.plans.get(name, ()) if all(
+        r in params for r in p.requires)]  # a call that needs what was not said: not filled
+    times = _time_slots(rules, name)
+    missing = [s for p in plans for s in p.required if s not in params
+               and not any(s.startswith(f"{t}_") for t in times)]  # the time's own slots
+    if has_place_pronoun(text):  # "there": the place just named
+        place = _latest_place(conv)
+        takes = {entity_type_of(s) for s in rules_slots(rules, name)} & PLACE_TYPES
+        if place is not None and place.type not in takes:
+            # a place this question's slots cannot take ("how many are there?" after a
+            # store): the task that named it, asked again (with what this message says)
+            earlier = next((i for i in conv.recent_intents() if place.id in i.params.values()),
+                           None)
+            if earlier is not None:
+                found = {k: v for k, v in params.items() if k in earlier.params
+                         and k != "lang" and conv.entities[earlier.params[k]].canonical != v}
+                return again(conv, earlier, found, "followup", lang)
         missing += [s for s in rules_slots(rules, name) if s not in params and s not in missing
                     and entity_type_of(s) in PLACE_TYPES]
     if not missing:
@@ -154,6 +200,38 @@ def _fill_references(rules: RuleBook, text: str, conv: Conversation, last: Inten
     rule = next(r for r in rules.intents if r.name == name)
     return {"intent_type": name, "parameters": filled, "confidence": rule.confidence,
             "needs_tools": True, "entities": entities}
+
+
+def _incomplete(rules: RuleBook, intent: str, params: dict[str, Any]) -> bool:
+    """Whether a call of ``intent``'s plan lacks a required slot (its time's own slots
+    aside): the message cannot be a request on its own."""
+    times = _time_slots(rules, intent)
+    return any(s not in params and not any(s.startswith(f"{t}_") for t in times)
+               for p in rules.plans.get(intent, ()) if all(r in params for r in p.requires)
+               for s in p.required)
+
+
+_TIMES: dict[int, tuple[RuleBook, dict[str, frozenset[str]]]] = {}
+
+
+def _time_slots(rules: RuleBook, intent: str) -> frozenset[str]:
+    """The time slots of ``intent``'s rules (made exact by the brain, with derived slots);
+    computed once per rule book."""
+    cached = _TIMES.get(id(rules))
+    if cached is None or cached[0] is not rules:
+        table: dict[str, set[str]] = {}
+        for rule in rules.intents:
+            table.setdefault(rule.name, set()).update(rule.times)
+        if len(_TIMES) > 64:
+            _TIMES.clear()
+        cached = _TIMES[id(rules)] = (rules, {k: frozenset(v) for k, v in table.items()})
+    return cached[1].get(intent, frozenset())
+
+
+def _latest_place(conv: Conversation) -> Any:
+    """The most recently mentioned active place node (a warehouse, store or location)."""
+    places = [n for n in conv.active() if n.type in PLACE_TYPES]
+    return places[-1] if places else None
 
 
 _REPLIES = {

@@ -22,7 +22,7 @@ from hermes_fsm._internal.yaml_lines import YamlProblem, line_at, load_yaml_file
 from hermes_fsm.errors import ConfigError
 
 __all__ = ["Answers", "IntentRule", "MemoryRule", "PlannedCall", "RuleBook", "Text", "TimeKind",
-           "Variant", "capture_group", "detect_language"]
+           "ToolMemoryRule", "Variant", "capture_group", "detect_language"]
 
 
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
@@ -230,6 +230,8 @@ class MemoryRule(_Rules):
     memory_type: Literal["preference", "fact", "progress", "correction"] = "preference"
     confidence: float = Field(default=0.8, ge=0.0, le=1.0)
     ack: Variant
+    normalize: str | None = None  # an `aliases` table: the value is the canonical key
+    fills: str | None = None  # the slot a request that leaves it out takes from this memory
 
     @model_validator(mode="after")
     def _check(self) -> MemoryRule:
@@ -237,6 +239,26 @@ class MemoryRule(_Rules):
             raise ValueError("each pattern needs a (?P<value>...) group, or give a fixed value")
         if extra := _fields_of(self.key) - {"value"}:
             raise ValueError(f"key may only use {{value}}, not {sorted(extra)}")
+        return self
+
+
+class ToolMemoryRule(_Rules):
+    """A tool result worth remembering: a memory update made from the output of ``tool``
+    (``key`` and ``value`` are templates over its output's fields), with the evidence in
+    the seed's form, ``tool:<tool>:<field>…`` (``tool:store_stock:hz_xh_001:IP15-128``),
+    about the graph node of ``target`` (an output field holding a node's canonical value)."""
+
+    tool: str = Field(min_length=1)
+    key: str = Field(min_length=1)
+    value: str = Field(min_length=1)
+    evidence: list[str] = []
+    target: str | None = None
+    memory_type: Literal["preference", "fact", "progress", "correction"] = "fact"
+    confidence: float = Field(default=0.9, ge=0.0, le=1.0)
+
+    @model_validator(mode="after")
+    def _parse(self) -> ToolMemoryRule:
+        _fields_of(self.key), _fields_of(self.value)  # a bad template fails at load
         return self
 
 
@@ -250,6 +272,9 @@ class Answers(_Rules):
     failure: list[Variant] = Field(min_length=1)
     no_facts: list[Variant] = Field(min_length=1)
     unavailable: list[Variant] = Field(min_length=1)
+    from_memory: list[Variant] = [Variant(
+        en="(From what you told me before, I used {value_label} for the {slot}.)",
+        zh="(按你之前告诉我的偏好,{slot_label}用的是{value_label}。)")]
 
 
 class RuleBook(_Rules):
@@ -264,6 +289,7 @@ class RuleBook(_Rules):
     plans: dict[str, list[PlannedCall]] = {}
     answers: Answers
     memory: list[MemoryRule] = []
+    tool_memory: list[ToolMemoryRule] = []
 
     @cached_property
     def normalizers(self) -> dict[str, Callable[[str], str]]:

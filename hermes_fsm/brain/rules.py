@@ -39,6 +39,7 @@ from hermes_fsm.brain.rulebook import (
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
 from hermes_fsm.brain.typed_arguments import typed_arguments
+from hermes_fsm.conversation.graph import FROM_MEMORY
 from hermes_fsm.conversation.slots import slot_problems
 from hermes_fsm.conversation.times import TimeResolver
 from hermes_fsm.errors import BrainError
@@ -112,9 +113,15 @@ class RulesBrain:
     def _intent(self, request: BrainRequest) -> dict[str, Any]:
         classified = self._classify(request.text)
         resolved = followups.resolve(self.rules, request.text, request.conversation, classified)
+        unresolved = resolved is None or resolved["intent_type"] == "correction_unknown"
+        if unresolved and classified[0] == self.rules.fallback.name:  # "no idea", "at 6pm"
+            resumed = self._resume(request)
+            if resumed is not None:  # the answer to a pending clarification
+                return resumed
         if resolved is not None:  # a follow-up, a correction, a reference (brain/followups.py)
             self._exact_times(resolved["intent_type"], resolved["parameters"], request)
-            return resolved
+            self._exact_refs(resolved)
+            return self._from_memory(resolved, request)
         name, params, confidence, needs_tools = classified
         params = dict(params)
         if request.history and not _WORDS.search(_IDENTIFIERS.sub("", request.text)):
@@ -123,8 +130,70 @@ class RulesBrain:
             if said:
                 params["lang"] = detect_language(said[-1].get("content", ""))
         self._exact_times(name, params, request)
-        return {"intent_type": name, "parameters": params, "confidence": confidence,
-                "needs_tools": needs_tools}
+        return self._from_memory({"intent_type": name, "parameters": params,
+                                  "confidence": confidence, "needs_tools": needs_tools},
+                                 request)
+
+    def _from_memory(self, out: dict[str, Any], request: BrainRequest) -> dict[str, Any]:
+        """``out`` with the required slots it still lacks filled from recalled memory: a
+        memory rule's ``fills`` slot, when its key was recalled ("I prefer the Hangzhou
+        Xihu store", said in an earlier session). The entity says where it came from
+        (``source: memory:<key>``), and so does the answer."""
+        if not out.get("needs_tools") or not request.memory:
+            return out
+        fills = {r.fills: r for r in self.rules.memory if r.fills}
+        if not fills:
+            return out
+        params = out["parameters"]
+        needed = {slot for p in self.rules.plans.get(out["intent_type"], ())  # optional too:
+                  if all(r in params for r in p.requires)  # "我只看华东仓" narrows a total
+                  for slot, _ in p.refs.values()}
+        recalled = _recalled(request.memory)
+        used: dict[str, str] = {}
+        for slot, rule in fills.items():
+            value = recalled.get(rule.key)
+            if slot in needed and slot not in params and value:
+                params[slot] = value
+                used[slot] = rule.key
+        if used:  # slot -> memory key: the engine records the node's source as memory:<key>
+            params[FROM_MEMORY] = used
+        return out
+
+    def _resume(self, request: BrainRequest) -> dict[str, Any] | None:
+        """A message that is no request of its own, while a clarification waits: the
+        answer to it — the pending task with the asked slot filled (a time made exact now,
+        so the graph holds the exact value; one that stays unclear is kept as said, and the
+        plan asks again, counted). ``None`` when no clarification waits."""
+        conv = request.conversation
+        if conv is None:
+            return None
+        task = conv.pending(request.now or self.times.clock.now())
+        if task is None or task.kind != "clarify" or not task.slot:
+            return None
+        params = {k: v for k, v in task.parameters.items()
+                  if k != "time_problem" and not k.endswith("_unclear")}
+        params[task.slot] = request.text.strip()
+        answered = self._answered_times(task.intent_type, params, request)
+        if answered is not None and not answered[1]:
+            params = answered[0]
+        return {"intent_type": task.intent_type, "parameters": params, "confidence": 0.95,
+                "needs_tools": True, "task": task.id}
+
+    def _exact_refs(self, resolved: dict[str, Any]) -> None:
+        """The entity references of ``resolved``'s time slots take the exact values its
+        parameters now hold (one left unclear is dropped: there is no value to point at)."""
+        kinds = self._time_slots.get(resolved["intent_type"]) or {}
+        params, refs = resolved["parameters"], resolved.get("entities")
+        if not kinds or not refs:
+            return
+        kept = []
+        for ref in refs:
+            if ref["slot"] in kinds and "node_id" not in ref:
+                if ref["slot"] not in params:
+                    continue
+                ref["canonical"] = str(params[ref["slot"]])
+            kept.append(ref)
+        resolved["entities"] = kept
 
     def _answered_times(self, name: str, params: Mapping[str, Any], request: BrainRequest
                         ) -> tuple[dict[str, Any], dict[str, str]] | None:
@@ -173,11 +242,15 @@ class RulesBrain:
         if "result_report" in outputs:  # a later round: retry what may pass now, and make
             done = zip(_get(outputs.get("plan"), "tool_calls") or (),  # the calls that waited
                        _get(outputs.get("execution_results"), "results") or (), strict=False)
-            return {"tool_calls": [
+            made, still = self._waiting_calls(intent, outputs, tools)
+            later: dict[str, Any] = {"tool_calls": [
                 {**call.model_dump(), "reasoning_trace": f"Retry: {result.message}"}
                 for call, result in done
                 if not result.success and result.retryable and call.tool_name in tools
-            ] + self._waiting_calls(intent, outputs, tools)}
+            ] + made}
+            if made and still and _has_field(request.schema, "continues"):
+                later["continues"] = True  # a chain: these calls' outputs feed the next
+            return later
         if intent is None:
             return {"tool_calls": []}
         params = _get(intent, "parameters") or {}
@@ -227,16 +300,17 @@ class RulesBrain:
         return plan
 
     def _waiting_calls(self, intent: Any, outputs: Mapping[str, Any],
-                       tools: Mapping[str, ToolDescription]) -> list[dict[str, Any]]:
+                       tools: Mapping[str, ToolDescription]) -> tuple[list[dict[str, Any]], int]:
         """The intent's calls that take an earlier call's output (``"{@tool.field}"``), now
-        that the facts are there, unless made already this turn."""
+        that the facts are there, unless made already this turn; and how many still wait
+        for a fact no round has yet (a chain of N calls takes N rounds)."""
         facts: dict[str, Any] = {}
         for fact in _get(outputs.get("result_report"), "facts") or ():
             tool = _get(fact.content, "tool")
             if tool is not None:
                 facts.setdefault(tool, _get(fact.content, "output"))
         params = _get(intent, "parameters") or {}
-        calls = []
+        calls, waiting = [], []
         for planned in self.rules.plans.get(_get(intent, "intent_type"), ()):
             if not planned.fact_refs or planned.tool in facts or planned.tool not in tools:
                 continue
@@ -244,7 +318,12 @@ class RulesBrain:
             if args is not None:
                 calls.append({"tool_name": planned.tool, "arguments": args,
                               "reasoning_trace": planned.reasoning.format_map(params)})
-        return calls
+            elif all(s in params for s in planned.requires):
+                waiting.append(planned)
+        ready = set(facts) | {c["tool_name"] for c in calls}
+        still = sum(1 for planned in waiting  # its inputs come from this round's calls
+                    if all(tool in ready for tool, _ in planned.fact_refs.values()))
+        return calls, still
 
     def _response(self, request: BrainRequest) -> dict[str, Any]:
         outputs, rules, answers = request.outputs, self.rules, self.rules.answers
@@ -273,6 +352,9 @@ class RulesBrain:
         if not parts:
             parts = [followups.conversation_reply(_get(intent, "intent_type", ""), params, lang)
                      or self._answer_without_facts(request, intent, params, lang)]
+        for slot in (params.get(FROM_MEMORY) or {}) if evidence else ():
+            parts.append(rules.say(answers.from_memory, lang, {
+                "slot": slot, "value": params.get(slot)}))
         parts.append(followups.pending_reminder(request.conversation, _get(intent, "task"), lang,
                                                 request.now))
         if request.repair is not None and any(e.loc[:1] == ("evidence",)
@@ -316,7 +398,10 @@ class RulesBrain:
                     continue
                 if raw := rule.value or capture_group(match, "value", text, low):
                     taken.append(match.span())
-                    found.append((rule, rule.values.get(raw.lower(), raw)))
+                    value = rule.values.get(raw.lower(), raw)
+                    if rule.normalize is not None:  # a name of the table: its key
+                        value = self.rules.normalizers[rule.normalize](value)
+                    found.append((rule, value))
                     break
         return tuple(found)
 
@@ -330,10 +415,57 @@ class RulesBrain:
                 "key": key, "update_type": "create", "value": value,
                 "memory_type": rule.memory_type, "confidence": rule.confidence,
                 evidence: "user_message"})
+        if evidence == "evidence_source":  # memory_commit@2: tool results worth keeping
+            for update in self._tool_memories(request):
+                updates.setdefault(update["key"], update)
         return {"memory_updates": list(updates.values())}
+
+    def _tool_memories(self, request: BrainRequest) -> list[dict[str, Any]]:
+        """Memory updates from this turn's tool results that a ``tool_memory`` rule keeps
+        (a store's stock of a product …), with ``tool:`` evidence and the graph node they
+        are about."""
+        rules = self.rules.tool_memory
+        report = request.outputs.get("result_report")
+        if not rules or report is None:
+            return []
+        conv = request.conversation
+        found = []
+        for fact in _get(report, "facts") or ():
+            tool, output = _get(fact.content, "tool"), _get(fact.content, "output")
+            if not isinstance(output, dict):
+                continue
+            for rule in rules:
+                if rule.tool != tool:
+                    continue
+                try:
+                    key, value = rule.key.format_map(output), rule.value.format_map(output)
+                    cited = [str(output[f]) for f in rule.evidence]
+                except (KeyError, IndexError, AttributeError):
+                    continue  # this output lacks a field the rule needs
+                if any(not c or ":" in c or c.split() != [c] for c in cited):
+                    continue  # not citable in the tool:<tool>:<field> form
+                update: dict[str, Any] = {
+                    "key": key, "update_type": "modify", "value": value,
+                    "memory_type": rule.memory_type, "confidence": rule.confidence,
+                    "evidence_source": ":".join(["tool", tool, *cited])}
+                target = str(output.get(rule.target, "")) if rule.target else ""
+                node = next((n for n in conv.active() if n.canonical == target), None) \
+                    if conv is not None and target else None
+                if node is not None:
+                    update["target_node_id"] = node.id
+                found.append(update)
+        return found
 
 
 _FIELDS_IN: dict[int, tuple[Any, str]] = {}
+
+_RECALLED = re.compile(r"^- \[[^\]]*\] (?P<key>\S+): (?P<value>.*?) \(confidence [\d.]+\)$",
+                       re.MULTILINE)
+
+
+def _recalled(block: str) -> dict[str, str]:
+    """Key → value of a recalled-memory block (``memory.format_recall``'s lines)."""
+    return {m["key"]: m["value"] for m in _RECALLED.finditer(block)}
 
 
 _ISO = re.compile(r"^\d{4}-\d{2}-\d{2}(?:T\d{2}:\d{2}(?::\d{2})?(?:Z|[+-]\d{2}:\d{2}))?$")

@@ -262,14 +262,18 @@ class ConversationConfig(_Strict):
     """The conversation graph and its pending tasks
     (:class:`~hermes_fsm.conversation.graph.ConversationPolicy`): on or off, how long a
     clarification or an approval waits (``pending_ttl_s``), the time decay of a node's
-    confidence and the level below which it is confirmed before use, and how many answers
-    may fail a slot's format before the task is dropped."""
+    confidence and the level below which it is confirmed before use, how many answers
+    may fail a slot's format before the task is dropped, and the graph's caps (pruned as
+    each turn starts: ``max_entities``, ``max_deprecated``, ``max_intents``)."""
 
     enabled: bool = True
     pending_ttl_s: float = Field(default=1800.0, gt=0.0)
     decay_per_hour: float = Field(default=0.02, ge=0.0, le=1.0)
     confirm_below: float = Field(default=0.6, ge=0.0, le=1.0)
     max_slot_failures: int = Field(default=2, ge=0, le=10)
+    max_entities: int = Field(default=64, ge=4)  # the graph's cap (pruned past it)
+    max_deprecated: int = Field(default=8, ge=0)
+    max_intents: int = Field(default=16, ge=1)
 
 
 class HermesConfig(_Strict):

@@ -33,12 +33,13 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
 __all__ = [
     "ENTITY_TYPES",
+    "FROM_MEMORY",
     "Conversation",
     "ConversationPolicy",
     "Edge",
@@ -63,8 +64,12 @@ ENTITY_TYPES: dict[str, str] = {
 }
 """The entity type of a slot by its name, when no tool contract says (``slots.X.entity``)."""
 
+FROM_MEMORY = "from_memory"
+"""The intent parameter naming the slots filled from recalled memory (slot → memory key):
+their entity nodes get the source ``memory:<key>``, not the message."""
+
 NOT_ENTITIES = frozenset({"lang", "kind", "memory", "missing", "decision", "task_id", "fragment",
-                          "question"})
+                          "question", "time_problem", FROM_MEMORY})
 """Intent parameters that are never entities (the language, a constant of the rule …)."""
 
 TaskKind = Literal["clarify", "approval", "confirm"]
@@ -84,6 +89,15 @@ class ConversationPolicy:
             the user before a follow-up uses it.
         max_slot_failures: answers that fail a slot's format before the task is dropped
             with a clear question (bounded: never a loop).
+        max_entities: the most entity nodes a session's graph keeps (active and
+            deprecated) as a turn starts; past it the least recently seen go
+            (:meth:`GraphEdit.prune`; the turn's own nodes come on top).
+        max_deprecated: the most deprecated (corrected) nodes kept, newest first.
+        max_intents: the most intent nodes kept, newest first.
+
+    Pruned nodes leave the graph (the session's events still hold them: the archive);
+    a node whose confidence has decayed to 0 goes too, unless a kept intent or a pending
+    task points at it.
     """
 
     enabled: bool = True
@@ -91,6 +105,9 @@ class ConversationPolicy:
     decay_per_hour: float = 0.02
     confirm_below: float = 0.6
     max_slot_failures: int = 2
+    max_entities: int = 64
+    max_deprecated: int = 8
+    max_intents: int = 16
 
 
 @dataclass(slots=True)
@@ -185,7 +202,7 @@ class Conversation:
         tasks: the pending tasks, oldest first (the last is answered first).
     """
 
-    __slots__ = ("counter", "edges", "entities", "intents", "tasks")
+    __slots__ = ("counter", "edges", "entities", "intents", "revision", "tasks")
 
     def __init__(self) -> None:
         self.entities: dict[str, EntityNode] = {}
@@ -193,6 +210,7 @@ class Conversation:
         self.edges: list[Edge] = []
         self.tasks: list[Task] = []
         self.counter = 0
+        self.revision = 0  # bumped by every fold (a cache key: not part of the data)
 
     def __repr__(self) -> str:
         return (f"Conversation({len(self.entities)} entities, {len(self.intents)} intents, "
@@ -227,6 +245,18 @@ class Conversation:
             if node.params and node.status != "cancelled":
                 return node
         return None
+
+    def recent_intents(self, limit: int = 6) -> list[IntentNode]:
+        """The latest intents with entity slots, newest first, one per intent type, at most
+        ``limit`` (the tasks a follow-up may continue: "那华北仓呢" after an e-mail was
+        approved goes back to the stock question before it)."""
+        found: dict[str, IntentNode] = {}
+        for node in reversed(self.intents.values()):
+            if node.params and node.status != "cancelled" and node.type not in found:
+                found[node.type] = node
+                if len(found) >= limit:
+                    break
+        return list(found.values())
 
     def pending(self, now: datetime) -> Task | None:
         """The task waiting for an answer (the latest one not expired), or ``None``."""
@@ -328,9 +358,11 @@ def apply_ops(conv: Conversation, ops: Iterable[Mapping[str, Any]]) -> Conversat
 
     Operations: ``entity`` (add a node), ``mention`` (a re-mention: sources, seen_at,
     confidence), ``deprecate``, ``intent`` (add an intent node), ``intent_status``,
-    ``edge``, ``task`` (push or replace a pending task), ``task_end`` (drop it).
+    ``edge``, ``task`` (push or replace a pending task), ``task_end`` (drop it),
+    ``prune`` (drop old nodes and their edges: :meth:`GraphEdit.prune`).
     An operation naming an unknown node is ignored (it cannot come from this code).
     """
+    conv.revision += 1
     for op in ops:
         kind = op["op"]
         if kind == "entity":
@@ -366,6 +398,13 @@ def apply_ops(conv: Conversation, ops: Iterable[Mapping[str, Any]]) -> Conversat
             conv.counter = max(conv.counter, _number(task.id))
         elif kind == "task_end":
             conv.tasks = [t for t in conv.tasks if t.id != op["id"]]
+        elif kind == "prune":
+            gone = set(op.get("entities", ())) | set(op.get("intents", ()))
+            for node_id in op.get("entities", ()):
+                conv.entities.pop(node_id, None)
+            for node_id in op.get("intents", ()):
+                conv.intents.pop(node_id, None)
+            conv.edges = [e for e in conv.edges if e.src not in gone and e.dst not in gone]
     return conv
 
 
@@ -417,19 +456,21 @@ class GraphEdit:
         return f"{prefix}_{self.conv.counter + 1}"
 
     def mention(self, type_: str, value: str, canonical: str | None = None,
-                confidence: float = 0.9) -> str:
+                confidence: float = 0.9, source: str | None = None) -> str:
         """A mention of an entity: merged into the active node it names (same type and
-        merge key, of the value or the canonical value), else a new node. Returns its id."""
+        merge key, of the value or the canonical value), else a new node. Returns its id.
+        ``source``: where it came from, when not the edit's message (``memory:<key>``)."""
         canonical = value if canonical is None else canonical
+        source = source or self.source
         found = self.conv.find(type_, canonical) or self.conv.find(type_, value)
         if found is not None:
-            self._do({"op": "mention", "id": found.id, "at": self.at, "source": self.source,
+            self._do({"op": "mention", "id": found.id, "at": self.at, "source": source,
                       "confidence": confidence})
             return found.id
         node_id = self._new_id("ent")
         self._do({"op": "entity", "node": _plain(EntityNode(
             node_id, type_, str(value), str(canonical), confidence, 1, self.at, self.at,
-            merge_key(value), None, [self.source] if self.source else []))})
+            merge_key(value), None, [source] if source else []))})
         return node_id
 
     def correct(self, old_id: str, type_: str, value: str, canonical: str | None = None,
@@ -486,6 +527,39 @@ class GraphEdit:
         """The task is over (``resumed``, ``approved``, ``cancelled``, ``expired``,
         ``abandoned``)."""
         self._do({"op": "task_end", "id": task_id, "outcome": outcome})
+
+    def prune(self, now: datetime, policy: ConversationPolicy) -> None:
+        """Keep the graph bounded (one ``prune`` operation, when anything goes): the
+        intents past ``max_intents`` (oldest first), the deprecated nodes past
+        ``max_deprecated``, active nodes decayed to confidence 0 that no kept intent or
+        pending task points at, and then, past ``max_entities``, the least recently seen
+        nodes outside the latest intent."""
+        conv = self.conv
+        intents = list(conv.intents)
+        old_intents = intents[:max(0, len(intents) - policy.max_intents)]
+        deprecated = sorted((n for n in conv.entities.values() if not n.active),
+                            key=lambda n: n.deprecated_at or "")
+        gone = [n.id for n in deprecated[:max(0, len(deprecated) - policy.max_deprecated)]]
+        if policy.decay_per_hour > 0:  # only a node unseen this long can have decayed to 0
+            cutoff = (now - timedelta(hours=1.0 / policy.decay_per_hour)).isoformat()
+            stale = [n for n in conv.entities.values() if n.active and (
+                n.seen_at < cutoff or n.seen_at[19:] != cutoff[19:])]  # ISO order, one offset
+            if stale:
+                held = {n for i in intents[len(old_intents):]
+                        for n in conv.intents[i].params.values()}
+                held |= {t.node_id for t in conv.tasks if t.node_id}
+                gone += [n.id for n in stale if n.id not in held
+                         and conv.confidence_at(n, now, policy.decay_per_hour) <= 0.0]
+        over = len(conv.entities) - len(set(gone)) - policy.max_entities
+        if over > 0:
+            last = conv.last_intent()
+            latest = set(last.params.values()) if last is not None else set()
+            left = [n for n in sorted(conv.entities.values(), key=lambda n: n.seen_at)
+                    if n.id not in gone and n.id not in latest]
+            gone += [n.id for n in left[:over]]
+        if gone or old_intents:
+            self._do({"op": "prune", "entities": list(dict.fromkeys(gone)),
+                      "intents": old_intents, "at": self.at})
 
     def expire(self, now: datetime) -> None:
         """End every expired task."""

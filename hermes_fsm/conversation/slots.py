@@ -154,7 +154,8 @@ def expected_format(slot: Slot, lang: str) -> str:
 _NAMES_EN = {"due": "time", "sku": "product (SKU)", "to": "recipient"}
 
 _NAMES_ZH = {"order_id": "订单号", "sku": "商品编号(SKU)", "warehouse": "仓库",
-             "due": "时间", "to": "收件人", "store_id": "门店", "location": "地点"}
+             "due": "时间", "to": "收件人", "store_id": "门店", "store": "门店",
+             "location": "地点"}
 
 
 def question(slot: Slot, lang: str, problem: SlotProblem | None = None,

@@ -139,6 +139,14 @@ _EN_TIME_OF_DAY = re.compile(
     r"\b(?:hours?|minutes?)\s+(?:from now|later)\b|\btonight\b|\bnow\b")
 _BARE_HOUR = re.compile(r"(?i)\b(at|by)\s+(\d{1,2})\b(?!\s*(?::|am|pm|a\.m|p\.m|o'clock))")
 _ZH_TIME_OF_DAY = re.compile(r"[点時时:：]|分钟|小时|钟头")
+_EN_NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
+               "seven": 7, "eight": 8, "nine": 9, "ten": 10, "a couple of": 2, "a few": 3}
+_AGO = re.compile(
+    r"(?i)^(?P<en>\d+|an?|one|two|three|four|five|six|seven|eight|nine|ten|a couple of|a few)"
+    r"\s+(?P<unit>day|week|month|year)s?\s+ago$|"
+    r"^(?P<zh>\d+|[零一二两三四五六七八九十]+)\s*(?:个)?(?P<zunit>天|日|周|星期|礼拜|月|年)(?:以前|之前|前)$")
+_ZH_UNITS = {"天": "day", "日": "day", "周": "week", "星期": "week", "礼拜": "week",
+             "月": "month", "年": "year"}
 _ZH_UNCLEAR = re.compile(
     r"^(?:早上|上午|中午|下午|晚上|傍晚|凌晨|以后|之后|稍后|晚点|待会儿?|回头|改天|有空)$")
 
@@ -180,6 +188,9 @@ class TimeResolver:
         if not expression:
             raise UnclearTime(text, "it is empty")
         now = self.now(base)
+        ago = self._ago(expression, now)
+        if ago is not None:
+            return ago
         span = self._span(expression, now)
         if span is not None:
             return span
@@ -216,6 +227,27 @@ class TimeResolver:
                 return self._days(text, day, day)
         found = self.resolve(text, base=base)
         return self._days(text, found.start.date(), found.start.date())
+
+    # --- "a month ago", "一个月前": the same day that long before today ----------------
+
+    def _ago(self, expression: str, now: datetime) -> ExactTime | None:
+        """``expression`` as the day it counts back to ("a month ago", "两周前"), or ``None``
+        when it is not such an expression (both parsers read "a month ago" as a month)."""
+        match = _AGO.match(expression)
+        if match is None:
+            return None
+        if match["en"] is not None:
+            n, unit = _EN_NUMBERS.get(match["en"].lower()) or int(match["en"]), \
+                match["unit"].lower()
+        else:
+            n, unit = _zh_number(match["zh"]), _ZH_UNITS[match["zunit"]]
+        today = now.date()
+        if unit in ("day", "week"):
+            day = today - timedelta(days=n * (7 if unit == "week" else 1))
+        else:
+            first = _add_months(today.replace(day=1), -n * (12 if unit == "year" else 1))
+            day = first.replace(day=min(today.day, _month_days(first)))
+        return self._days(expression, day, day)
 
     # --- calendar spans ---------------------------------------------------------------
 
@@ -327,6 +359,18 @@ def _step_unit(match: re.Match[str]) -> tuple[int, str]:
     step = -1 if word in ("last", "previous", "上", "上个", "去") else \
         1 if word in ("next", "下", "下个", "明") else 0
     return step, unit
+
+
+def _zh_number(text: str) -> int:
+    """A Chinese (or Arabic) number up to 99: "一" 1, "两" 2, "十二" 12, "二十" 20."""
+    if text.isdigit():
+        return int(text)
+    digits = {"零": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7,
+              "八": 8, "九": 9}
+    if "十" in text:
+        tens, _, ones = text.partition("十")
+        return (digits.get(tens, 1) if tens else 1) * 10 + (digits.get(ones, 0) if ones else 0)
+    return digits.get(text, 0) or 1
 
 
 def _month_days(first: date) -> int:

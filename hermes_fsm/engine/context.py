@@ -11,6 +11,8 @@ system     the state's instructions and contract   never cut: measured, taken of
            JSON Schema
 steps      this turn's earlier outputs (the facts  never cut (an answer must cite them)
            to cite) and a retry's refusal
+graph      the conversation graph's block          never cut: bounded by pruning
+                                                   (``ConversationPolicy.max_entities``)
 input      the user's message                      over its cap: :class:`ContextOverflow`
                                                    before the turn (default), or cut to the
                                                    cap (``on_input_overflow: truncate``)
@@ -22,7 +24,7 @@ history    rolling summary + recent messages       oldest messages first, then t
 ========== ======================================= ==========================================
 
 Each capped part has a cap in tokens (``caps``) or a share of the budget (``shares``).
-When the fixed parts (system, steps, input) leave less room than memory, tools and
+When the fixed parts (system, steps, graph, input) leave less room than memory, tools and
 history want, their caps shrink in proportion, so a prompt never exceeds the budget
 unless the fixed parts alone do (reported as ``overflow``, never silent).
 
@@ -69,6 +71,7 @@ from typing import Any
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.prompt import (
     OUTPUTS_HEADER,
+    conversation_block,
     history_block,
     input_block,
     memory_block,
@@ -141,6 +144,7 @@ class ContextBuilder:
         self._tools: tuple[Any, Any, int] | None = None  # (tools list, ratio, tokens)
         self._settled: tuple[Any, str, Any] | None = None  # (history, summary, ratio): no fold
         self._blocks: dict[Any, tuple[str, Any, int]] = {}  # block → (text, ratio, tokens)
+        self._graph_last: tuple[tuple[Any, ...], int] | None = None  # graph, revision …
 
     # --- the input ----------------------------------------------------------------------
 
@@ -216,6 +220,8 @@ class ContextBuilder:
         truncated: list[str] = []
         system = count(system_prompt(request))
         steps = self._steps(request)
+        graph = self._graph_tokens(request)  # fixed, and bounded: GraphEdit.prune
+        steps_graph = steps + graph
         text = request.text
         input_tokens = self._block_tokens(input_block, text)
         if input_tokens > b.caps["input"]:
@@ -236,10 +242,10 @@ class ContextBuilder:
         want = {"memory": min(memory_tokens, caps["memory"]),
                 "tools": min(tools_tokens, caps["tools"]),
                 "history": min(need["history"], caps["history"])}
-        grant = _share(want, b.available - system - steps - input_tokens)
+        grant = _share(want, b.available - system - steps_graph - input_tokens)
         if plans and tools_tokens > grant["tools"] and "tools" not in self.config.caps:
             # the window's unused share goes to the tools (an explicit cap still wins)
-            spare = b.available - system - steps - input_tokens - sum(grant.values())
+            spare = b.available - system - steps_graph - input_tokens - sum(grant.values())
             grant["tools"] = min(tools_tokens, grant["tools"] + max(0, spare))
         dropped: dict[str, int] = {}
         memory, lines = request.memory, 0
@@ -273,6 +279,7 @@ class ContextBuilder:
                  "memory": memory_tokens,
                  "tools": tools_tokens,
                  "steps": steps,
+                 "graph": graph,
                  "input": input_tokens}
         used = sum(parts.values())
         fields: dict[str, Any] = {
@@ -464,6 +471,21 @@ class ContextBuilder:
             total += hit[2]
         return total
 
+    def _graph_tokens(self, request: BrainRequest) -> int:
+        """Tokens of the conversation graph's block, counted again only when the graph
+        changed (its ``revision``) since the last request."""
+        conv = request.conversation
+        if conv is None:
+            return 0
+        key = (conv, conv.revision, getattr(self.counter, "ratio", None))
+        last = self._graph_last
+        if last is not None and last[0][0] is conv and last[0][1:] == key[1:]:
+            return last[1]
+        tokens = self.counter.count(conversation_block(request)) if (
+            conv.entities or conv.tasks) else 0
+        self._graph_last = (key, tokens)
+        return tokens
+
     def _block_tokens(self, block: Any, text: str) -> int:
         """``count(block(text))``, kept for the last text of each block: a turn's message,
         memory and summary are measured again at each of its requests."""
@@ -541,7 +563,6 @@ class ContextBuilder:
 
 
 _QUOTED: dict[str, str] = {}
-"""Contract names as JSON strings (there are a handful)."""
 
 
 def _line(message: Mapping[str, str]) -> str:

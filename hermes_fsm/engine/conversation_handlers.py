@@ -31,6 +31,7 @@ from hermes_fsm.brain.rulebook import detect_language
 from hermes_fsm.contracts.states import Intent, Plan
 from hermes_fsm.conversation.followups import reply_kind
 from hermes_fsm.conversation.graph import (
+    FROM_MEMORY,
     NOT_ENTITIES,
     Conversation,
     GraphEdit,
@@ -106,6 +107,7 @@ async def classify(turn: TurnContext) -> Any:
     now = turn.services.clock.now()
     edit = _edit(turn)
     edit.expire(now)
+    edit.prune(now, turn.services.conversation)  # bounded: the pruning is in the diff
     _emit(turn, edit)
     task = conv.pending(now)
     if task is None:
@@ -127,17 +129,41 @@ async def classify(turn: TurnContext) -> Any:
                     "task": task.id, "decision": "approve"}
         return await ask_brain(turn)  # a new message: the approval stays pending
     slot = _slot(turn, task.tool, task.slot)
-    value = value_in_text(slot, turn.text)
+    typed = bool(slot.pattern or slot.enum)  # a value in the text is then evidence enough
+    value = value_in_text(slot, turn.text) if typed else None
     if value is not None:
-        return {"intent_type": task.intent_type,
-                "parameters": {**task.parameters, task.slot: value},
-                "confidence": 1.0, "needs_tools": True, "task": task.id}
-    raw = await ask_brain(turn)
+        return _resumed(task, value)
+    raw = await ask_brain(turn)  # a free slot (a time, a text): the brain reads it first
     if _confidence(raw) >= _CONFIDENT:
-        return raw  # a different request: answered, and the task stays pending
+        data = _as_dict(raw)
+        if data is not None and data.get("intent_type") == task.intent_type \
+                and not data.get("task"):  # the same request, said again: the answer to it
+            return {**data, "parameters": {**task.parameters, **(data.get("parameters") or {})},
+                    "task": task.id}
+        return raw  # a different request (or the brain's own resumption): answered
+    value = value_in_text(slot, turn.text) if not typed else None
+    if value is not None:
+        return _resumed(task, value)
     return {"intent_type": task.intent_type,  # a try at the slot that fails its format
             "parameters": {**task.parameters, task.slot: turn.text.strip()},
             "confidence": 1.0, "needs_tools": True, "task": task.id}
+
+
+def _resumed(task: Task, value: str) -> dict[str, Any]:
+    """The pending task with its slot filled by ``value`` (what was wrong before goes)."""
+    kept = {k: v for k, v in task.parameters.items()
+            if k != "time_problem" and not k.endswith("_unclear")}
+    return {"intent_type": task.intent_type, "parameters": {**kept, task.slot: value},
+            "confidence": 1.0, "needs_tools": True, "task": task.id}
+
+
+def _as_dict(raw: Any) -> dict[str, Any] | None:
+    if isinstance(raw, str | bytes):
+        try:
+            raw = json.loads(raw)
+        except ValueError:
+            return None
+    return raw if isinstance(raw, dict) else None
 
 
 def _confirm_stale(turn: TurnContext, raw: Any) -> Any:
@@ -230,15 +256,19 @@ async def record_intent(turn: TurnContext, output: Intent) -> None:
             ids[ref.slot] = edit.mention(ref.type, ref.value, ref.canonical)
     declared: dict[str, str] | None = None
     extra: dict[str, Any] = {}
+    remembered = output.parameters.get(FROM_MEMORY)  # slot -> memory key (a preference)
     for slot, value in output.parameters.items():
         if slot in ids:
             continue
-        if slot in NOT_ENTITIES or not isinstance(value, str) or not value:
+        if slot in NOT_ENTITIES or slot.endswith("_unclear") or not isinstance(value, str) \
+                or not value:
             extra[slot] = value
             continue
         if declared is None:
             declared = _declared_types(turn)
-        ids[slot] = edit.mention(entity_type_of(slot, declared), value, value)
+        key = remembered.get(slot) if isinstance(remembered, dict) else None
+        ids[slot] = edit.mention(entity_type_of(slot, declared), value, value,
+                                 source=f"memory:{key}" if key else None)
     if decision == "cancel" and task is not None:
         edit.end_task(task, "cancelled")
     confirmed = next((t for t in turn.conversation().tasks if t.id == task

@@ -201,6 +201,9 @@ def _op_text(op: dict[str, Any]) -> str:
         return f"task {op['task']['id']} {op['task']['kind']} waits"
     if kind in ("deprecate", "mention", "intent_status", "task_end"):
         return f"{kind} {op.get('id')}"
+    if kind == "prune":
+        return (f"prune {len(op.get('entities', ()))} entities, "
+                f"{len(op.get('intents', ()))} intents")
     return f"{kind} {op.get('src', '')}→{op.get('dst', '')}"
 
 
