@@ -74,7 +74,9 @@ async def per_call_us(run: Any, n: int) -> float:
     return (time.perf_counter() - started) / n * 1e6
 
 
-async def bench_local(n: int) -> None:
+async def bench_local(n: int, quiet: bool = False) -> dict[str, float]:
+    """Median µs per call of each row (``direct``, ``executor``, ``executor+events``,
+    ``thread``); printed unless ``quiet``."""
     registry = ToolRegistry()
     registry.tool(inline=True)(lookup)
     registry.tool("lookup_in_thread")(lookup)
@@ -102,12 +104,15 @@ async def bench_local(n: int) -> None:
         rounds["executor"].append(await per_call_us(through_executor, n))
         rounds["executor+events"].append(await per_call_us(with_events, n))
         rounds["thread"].append(await per_call_us(in_thread, n))
-    base = statistics.median(rounds["direct"])
+    medians = {name: statistics.median(values) for name, values in rounds.items()}
+    if quiet:
+        return medians
+    base = medians["direct"]
     print(f"local tool, {n} calls x 5 rounds (median µs per call):")
-    for name, values in rounds.items():
-        value = statistics.median(values)
+    for name, value in medians.items():
         extra = "" if name == "direct" else f"   overhead {value - base:6.2f} µs"
         print(f"  {name:<16} {value:8.2f} µs{extra}")
+    return medians
 
 
 async def bench_mcp(n: int) -> None:
@@ -153,10 +158,11 @@ async def bench_mcp(n: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--local-calls", type=int, default=20_000)
-    parser.add_argument("--mcp-calls", type=int, default=300)
+    parser.add_argument("--mcp-calls", type=int, default=300, help="0: skip MCP")
     args = parser.parse_args()
     asyncio.run(bench_local(args.local_calls))
-    asyncio.run(bench_mcp(args.mcp_calls))
+    if args.mcp_calls > 0:
+        asyncio.run(bench_mcp(args.mcp_calls))
 
 
 if __name__ == "__main__":
