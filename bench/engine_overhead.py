@@ -880,7 +880,8 @@ def issue_rows(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> 
         medians = asyncio.run(tools.bench_local(n, quiet=True))
         extra["tool_us"] = medians["executor+events"]
         extra["tool_direct_us"] = medians["direct"]
-        print(f"\nlocal tool call (bench/tool_overhead.py, {n} calls x 5, median µs): direct "
+        print(f"\nlocal tool call (bench/tool_overhead.py, {n} calls x 5, median CPU µs; the "
+              "thread row wall µs): direct "
               f"{medians['direct']:.2f}, executor {medians['executor']:.2f}, executor + a "
               f"turn's events {medians['executor+events']:.2f}, in a worker thread "
               f"{medians['thread']:.2f}")

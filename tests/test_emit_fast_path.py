@@ -49,8 +49,9 @@ async def test_written_out_events_have_the_fields_of_event_data_in_order(make_or
 async def test_sinks_get_the_written_out_events_as_data_and_as_objects(make_orchestrator):
     data_sink, object_sink = DataRecorder(), DataRecorder()
     object_sink.emit_data = None  # type: ignore[assignment]  # an object-only sink
-    orchestrator = make_orchestrator(brain=ScriptedBrain(happy_script()),
-                                     sinks=[data_sink, object_sink])
+    orchestrator = make_orchestrator(
+        brain=ScriptedBrain(happy_script()), sinks=[data_sink, object_sink]
+    )
     result = await orchestrator.run_turn("s1", "How many A1001 are left in the east?")
     assert data_sink.data == list(result.events.data)
     assert [e.model_dump() for e in object_sink.objects] == list(result.events.data)

@@ -26,7 +26,7 @@ import inspect
 import random
 import time
 import types
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -60,7 +60,6 @@ from hermes_fsm.events.model import (
     HandlerFailed,
     Retry,
     RouteTaken,
-    StateOutput,
     TimedOut,
     TurnFinished,
     TurnStarted,
@@ -478,8 +477,17 @@ class Orchestrator:
             handler, ref, fast = self._plan[spec.name]
             timeout_s = spec.timeout_s
             remaining = deadline - clock()
-            raw = await self._call(handler, remaining if timeout_s is None
-                                   or remaining < timeout_s else timeout_s, turn)
+            limit = remaining if timeout_s is None or remaining < timeout_s else timeout_s
+            raw = handler(turn)
+            if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
+                try:
+                    yielded = raw.send(None)
+                except StopIteration as done:
+                    raw = done.value
+                else:
+                    raw = await _suspended(raw, yielded, limit)
+            else:
+                raw = await self._call(_returning(raw), limit)
             output = self._validate(spec, raw, turn, fast)
             if output is not _REFUSED:
                 turn.accept(output)
@@ -576,6 +584,21 @@ class Orchestrator:
             return await _resume(result, yielded)
         async with asyncio.timeout(timeout_s):
             return await _resume(result, yielded)
+
+
+async def _suspended(coro: Any, yielded: Any, timeout_s: float | None) -> Any:
+    """Go on with a handler's coroutine that suspended when first stepped, under its
+    time limit (see :meth:`Orchestrator._call`)."""
+    if timeout_s is None:
+        return await _resume(coro, yielded)
+    async with asyncio.timeout(timeout_s):
+        return await _resume(coro, yielded)
+
+
+def _returning(value: Any) -> Callable[[], Any]:
+    """A function returning ``value`` (a handler's result that is not a coroutine, for
+    :meth:`Orchestrator._call` to await if it is awaitable)."""
+    return lambda: value
 
 
 def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:

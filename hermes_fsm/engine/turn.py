@@ -134,7 +134,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_event", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
+        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
         "repair",
@@ -161,7 +161,7 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
-        self._add_event = self.events.add
+        self._add_kind, self._add_data = self.events.appenders()
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
         self.flushed = 0
@@ -203,7 +203,8 @@ class TurnContext:
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
         else:
-            self._add_event(kind, data)
+            self._add_kind(kind)
+            self._add_data(data)
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
@@ -256,7 +257,8 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateExited, exited)
         else:
-            self._add_event(StateExited, exited)
+            self._add_kind(StateExited)
+            self._add_data(exited)
         self._entered = now
         taken = self.taken
         taken[key] = taken.get(key, 0) + 1
@@ -275,7 +277,8 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateEntered, entered)
         else:
-            self._add_event(StateEntered, entered)
+            self._add_kind(StateEntered)
+            self._add_data(entered)
 
     def emit_output(self, state: str, contract: str | None, output: Any, raw: Any) -> None:
         """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs
@@ -288,7 +291,8 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateOutput, data)
         else:
-            self._add_event(StateOutput, data)
+            self._add_kind(StateOutput)
+            self._add_data(data)
 
     # --- what handlers use --------------------------------------------------------------
 
