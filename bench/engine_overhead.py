@@ -192,16 +192,23 @@ class Session:
         self.data: dict[str, Any] = {}
 
 
+LAST_CPU = [0.0]  # CPU seconds (this process) of the last _drive_sequential's timed part
+
+
 async def _drive_sequential(
     sessions: list, turns: int, turn: Callable[[Any], Awaitable[Any]]
 ) -> float:
-    """Run `turns` turns one after another, round-robin over `sessions`; return timed seconds."""
+    """Run `turns` turns one after another, round-robin over `sessions`; return timed seconds
+    (wall; the CPU seconds of the same span are left in LAST_CPU[0])."""
     n = len(sessions)
     gc.collect()
+    c0 = time.process_time()
     t0 = time.perf_counter()
     for i in range(turns):
         await turn(sessions[i % n])
-    return time.perf_counter() - t0
+    dt = time.perf_counter() - t0
+    LAST_CPU[0] = time.process_time() - c0
+    return dt
 
 
 async def _drive_concurrent(sessions: list, turn: Callable[[Any], Awaitable[Any]]) -> float:
@@ -841,6 +848,128 @@ def conversation_rows(turns: int) -> None:
           "(tracemalloc, the session's whole footprint with event_log=False)")
 
 
+ALL_CPUS: list[int] = []  # this process's CPUs before pinning (the HTTP bench gets them back)
+
+
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def _bench_module(name: str) -> Any:
+    """A sibling script of this bench as a module (bench/ is off sys.path: http.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", _HERE / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def issue_rows(args: argparse.Namespace, results: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The issue's rows beyond this bench's table: a local tool call as a turn runs it
+    (bench/tool_overhead.py's ``executor+events``) and the CPU an HTTP turn adds in the
+    server (bench/http.py, run as a child process, unpinned)."""
+    import re
+    import subprocess
+
+    extra: dict[str, Any] = {}
+    if not args.no_tools:
+        tools = _bench_module("tool_overhead")
+        n = 3000 if args.quick else 20_000
+        medians = asyncio.run(tools.bench_local(n, quiet=True))
+        extra["tool_us"] = medians["executor+events"]
+        extra["tool_direct_us"] = medians["direct"]
+        print(f"\nlocal tool call (bench/tool_overhead.py, {n} calls x 5, median CPU µs; the "
+              "thread row wall µs): direct "
+              f"{medians['direct']:.2f}, executor {medians['executor']:.2f}, executor + a "
+              f"turn's events {medians['executor+events']:.2f}, in a worker thread "
+              f"{medians['thread']:.2f}")
+    if not args.no_http and "hermes" in results:
+        turns = args.http_turns or (150 if args.quick else 400)
+        command = [sys.executable, str(_HERE / "http.py"), "--turns", str(turns),
+                   "--warmup", "30"]
+        cpus = set(ALL_CPUS) or None
+
+        def unpin() -> None:
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+
+        print(f"\nHTTP (bench/http.py --turns {turns}, child process, unpinned; load "
+              f"{_load()}) ...", flush=True)
+        done = subprocess.run(command, capture_output=True, text=True, timeout=900,
+                              preexec_fn=unpin if cpus else None, cwd=_ROOT)
+        out = done.stdout
+        for mode in ("JSON", "SSE"):
+            found = re.search(rf"HTTP {mode}\s+adds\s+(-?[\d.]+) ms p50.*?CPU: server "
+                              rf"([+-]?[\d.]+) ms", out)
+            if found:
+                extra[f"http_{mode.lower()}_cpu_ms"] = float(found.group(2))
+                extra[f"http_{mode.lower()}_wall_ms"] = float(found.group(1))
+        for line in out.splitlines():
+            if line.startswith("HTTP ") or line.startswith("| ") or "measured turns" in line:
+                print("  " + line)
+        if done.returncode != 0:
+            print("  http.py failed:", done.stderr.strip().splitlines()[-3:])
+    return extra
+
+
+def _verdict(ok: bool | None) -> str:
+    return "n/a" if ok is None else ("pass" if ok else "MISS")
+
+
+def targets(results: dict[str, dict[str, Any]], extra: dict[str, Any]) -> None:
+    """Issue 19's engine targets, each with the figure, the ratio and pass/miss."""
+    if "hermes" not in results:
+        return
+    h = results["hermes"]
+    rows: list[tuple[str, str, str, bool | None]] = []
+
+    def peer(key: str) -> dict[str, Any] | None:
+        return results.get(key)
+
+    rows.append(("turns per CPU-second ≥ 20,000", f"{h['tpcpu']:,.0f}", "",
+                 h["tpcpu"] >= 20_000))
+    for key, label, want in (("hand", "hand loop ÷ hermes ≤ 4×", 4.0),):
+        p = peer(key)
+        ratio = p["tpcpu"] / h["tpcpu"] if p else None
+        rows.append((label, f"{p['tpcpu']:,.0f}" if p else "not run",
+                     _fmt_ratio(ratio) if ratio else "", None if ratio is None else ratio <= want))
+    for key, label, want in (("burr", "hermes ÷ Burr ≥ 6×", 6.0),
+                             ("langgraph", "hermes ÷ LangGraph ≥ 40×", 40.0)):
+        p = peer(key)
+        ratio = h["tpcpu"] / p["tpcpu"] if p else None
+        rows.append((label, f"{p['tpcpu']:,.0f}" if p else "not run",
+                     _fmt_ratio(ratio) if ratio else "", None if ratio is None else ratio >= want))
+    rows.append(("1k × 10 ms concurrent turns ≤ 60 ms wall", f"{h['conc_ms']:,.0f} ms", "",
+                 h["conc_ms"] <= 60))
+    hand = peer("hand")
+    ratio = h["conc_ms"] / hand["conc_ms"] if hand else None
+    rows.append(("1k × 10 ms: hermes ÷ hand loop ≤ 1.5×",
+                 f"{hand['conc_ms']:,.0f} ms" if hand else "not run",
+                 _fmt_ratio(ratio) if ratio else "", None if ratio is None else ratio <= 1.5))
+    tool = extra.get("tool_us")
+    rows.append(("local tool call as a turn runs it ≤ 10 µs",
+                 f"{tool:.2f} µs" if tool is not None else "not run",
+                 f"direct {extra['tool_direct_us']:.2f} µs" if tool is not None else "",
+                 None if tool is None else tool <= 10))
+    for mode in ("json", "sse"):
+        cpu = extra.get(f"http_{mode}_cpu_ms")
+        wall = extra.get(f"http_{mode}_wall_ms")
+        rows.append((f"HTTP {mode.upper()} turn: server CPU added ≤ 0.5 ms",
+                     f"{cpu:+.3f} ms" if cpu is not None else "not run",
+                     f"wall +{wall:.3f} ms p50" if wall is not None else "",
+                     None if cpu is None else cpu <= 0.5))
+    print(f"\n== issue 19 engine targets (load {_load()}; CPU figures on one pinned core) ==")
+    print(f"| {'target':<44} | {'figure':>14} | {'ratio / note':>22} | {'':>4} |")
+    print(f"|{'-' * 46}|{'-' * 16}|{'-' * 24}|{'-' * 6}|")
+    for label, figure, note, ok in rows:
+        print(f"| {label:<44} | {figure:>14} | {note:>22} | {_verdict(ok):>4} |")
+    print("  the first row is hermes-fsm's turns per CPU-second; the peer rows show the "
+          "peer's (ratios of turns per CPU-second); a wall-time target holds only on a quiet "
+          "machine: compare the ratio")
+
+
 def _fmt_ratio(x: float) -> str:
     if x >= 10:
         return f"{x:,.0f}×"
@@ -860,6 +989,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-pin", action="store_true", help="do not pin to one CPU")
     ap.add_argument("--conversation-only", action="store_true",
                     help="only the default turn with the conversation graph off vs on")
+    ap.add_argument("--no-conversation", action="store_true",
+                    help="skip the default turn with the conversation graph off vs on")
+    ap.add_argument("--no-tools", action="store_true",
+                    help="skip the local tool call row (bench/tool_overhead.py)")
+    ap.add_argument("--no-http", action="store_true",
+                    help="skip the HTTP rows (bench/http.py in a child process)")
+    ap.add_argument("--http-turns", type=int, default=None,
+                    help="measured turns per HTTP mode (default 400, quick 150)")
     args = ap.parse_args(argv)
 
     turns = args.turns or (300 if args.quick else 2000)
@@ -874,6 +1011,8 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore", DeprecationWarning)
 
     pin = "not pinned"
+    if hasattr(os, "sched_getaffinity"):
+        ALL_CPUS[:] = sorted(os.sched_getaffinity(0))
     if not args.no_pin and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, {0})
@@ -929,12 +1068,14 @@ def main(argv: list[str] | None = None) -> int:
     #    (shared VM, other processes) hits every peer alike; best of the rounds per peer.
     inf = float("inf")
     secs = {p.key: inf for p, _ in live}
+    cpu_s = {p.key: inf for p, _ in live}
     create_us = {p.key: inf for p, _ in live}
     conc = {p.key: inf for p, _ in live}
     print(f"\ntimed rounds (peers interleaved): throughput x{repeats}", end="", flush=True)
     for _ in range(repeats):
         for peer, _v in live:
             secs[peer.key] = min(secs[peer.key], peer.run(turns))
+            cpu_s[peer.key] = min(cpu_s[peer.key], LAST_CPU[0])
         print(".", end="", flush=True)
     print(f", creation x{create_repeats}", end="", flush=True)
     for _ in range(create_repeats):
@@ -961,6 +1102,7 @@ def main(argv: list[str] | None = None) -> int:
             "label": peer.label,
             "version": ver,
             "tps": turns / secs[k],
+            "tpcpu": turns / cpu_s[k] if cpu_s[k] > 0 else inf,
             "us_turn": secs[k] / turns * 1e6,
             "create_us": create_us[k],
             "conc_ms": conc[k] * 1e3,
@@ -972,14 +1114,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"ratios are peer ÷ reference; reference = {ref['label']}")
     print("  turns/s ratio < 1 = slower than ref;  create/wall ratio > 1 = costlier than ref")
     hdr = (
-        f"| {'engine':<34} | {'turns/s':>9} | {'µs/turn':>8} | {'÷ref':>7} | {'create µs':>9} | "
+        f"| {'engine':<34} | {'turns/s':>9} | {'turns/CPU-s':>11} | {'µs/turn':>8} | "
+        f"{'÷ref':>7} | {'create µs':>9} | "
         f"{'÷ref':>8} | {'1k×10ms ms':>10} | {'÷ref':>7} |"
     )
     print(hdr)
     print("|" + "|".join("-" * (len(c)) for c in hdr.split("|")[1:-1]) + "|")
     for r in results.values():
         print(
-            f"| {r['label']:<34} | {r['tps']:>9,.0f} | {r['us_turn']:>8.1f} | "
+            f"| {r['label']:<34} | {r['tps']:>9,.0f} | {r['tpcpu']:>11,.0f} | "
+            f"{r['us_turn']:>8.1f} | "
             f"{_fmt_ratio(r['tps'] / ref['tps']):>7} | {r['create_us']:>9.2f} | "
             f"{_fmt_ratio(r['create_us'] / ref['create_us']):>8} | {r['conc_ms']:>10,.0f} | "
             f"{_fmt_ratio(r['conc_ms'] / ref['conc_ms']):>7} |"
@@ -997,7 +1141,10 @@ def main(argv: list[str] | None = None) -> int:
                 n, 100, initial_indent="  - ", subsequent_indent="    ", break_long_words=False
             )
         )
-    conversation_rows(300 if args.quick else 1500)
+    extra = issue_rows(args, results)
+    targets(results, extra)
+    if not args.no_conversation:
+        conversation_rows(300 if args.quick else 1500)
     print(f"\ntotal bench time {time.perf_counter() - t_start:.1f} s")
     return 0
 

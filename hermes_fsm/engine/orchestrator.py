@@ -26,7 +26,7 @@ import inspect
 import random
 import time
 import types
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.protocol import Brain, Repair
+from hermes_fsm.contracts.base import Contract
 from hermes_fsm.conversation.graph import ConversationPolicy
 from hermes_fsm.engine.archive import ArchivedSession, archive_idle
 from hermes_fsm.engine.context import ContextBuilder, ContextConfig
@@ -59,7 +60,6 @@ from hermes_fsm.events.model import (
     HandlerFailed,
     Retry,
     RouteTaken,
-    StateOutput,
     TimedOut,
     TurnFinished,
     TurnStarted,
@@ -195,6 +195,12 @@ class Orchestrator:
             raise UsageError("a lease guards a durable session store; pass store= as well "
                              "(e.g. hermes_fsm.store.SQLiteStore(path))")
         self.hooks = TurnHooks(hooks)
+        # per state, worked out once: the handler to call, the contract's ref, and the
+        # contract's model_validate when its validate_output is Contract's own
+        self._plan = {name: (spec.handler if spec.handler is not None else ask_brain,
+                             spec.contract.ref() if spec.contract is not None else None,
+                             _fast_validate(spec.contract))
+                      for name, spec in graph.states.items()}
 
     # --- lifecycle --------------------------------------------------------------------
 
@@ -411,11 +417,12 @@ class Orchestrator:
                 if hooks.post_step:
                     await _post_step(hooks, session, turn)
             try:
-                while session.state != graph.initial:
+                initial, states, run_state = graph.initial, graph.states, self._run_state
+                while session.state != initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
-                    await self._run_state(graph.states[session.state], session, turn, deadline)
-                    if hooks.post_step and session.state != graph.initial:
+                    await run_state(states[session.state], session, turn, deadline, clock)
+                    if hooks.post_step and session.state != initial:
                         await _post_step(hooks, session, turn)  # the step, before the next
             except _BudgetExceeded:
                 status = "partial"
@@ -458,28 +465,37 @@ class Orchestrator:
                           turn.events, duration_ms)
 
     async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext,
-                         deadline: float) -> None:
+                         deadline: float, clock: Any) -> None:
         """One attempt at a state: handler → guard → hook → ``done``; or retry, or route.
 
         The state's timeout is cut short by the turn's deadline; running into the deadline
         raises ``_BudgetExceeded`` (the turn's budget, not the state's, ran out).
         """
         turn.state = spec
-        policy = spec.retry
-        clock = asyncio.get_running_loop().time
         reason: Literal["violation", "timeout", "error"]
         try:
-            handler = spec.handler if spec.handler is not None else ask_brain
-            raw = await self._call(handler, _limit(spec.timeout_s, deadline, clock), turn)
-            output = self._validate(spec, raw, turn)
+            handler, ref, fast = self._plan[spec.name]
+            timeout_s = spec.timeout_s
+            remaining = deadline - clock()
+            limit = remaining if timeout_s is None or remaining < timeout_s else timeout_s
+            raw = handler(turn)
+            if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
+                try:
+                    yielded = raw.send(None)
+                except StopIteration as done:
+                    raw = done.value
+                else:
+                    raw = await _suspended(raw, yielded, limit)
+            else:
+                raw = await self._call(_returning(raw), limit)
+            output = self._validate(spec, raw, turn, fast)
             if output is not _REFUSED:
                 turn.accept(output)
                 if spec.on_output is not None:
-                    await self._call(spec.on_output, _limit(spec.timeout_s, deadline, clock),
+                    await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
-                turn.emit(StateOutput, state=spec.name, attempt=turn.attempt,
-                          contract=spec.contract.ref() if spec.contract else None,
-                          output=_dump(output), raw=raw if isinstance(raw, str) else None)
+                turn.emit_output(spec.name, ref, _dump(output),
+                                 raw if isinstance(raw, str) else None)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
@@ -505,6 +521,7 @@ class Orchestrator:
                 return
             reason = "error"
             turn.repair = Repair.error(exc)
+        policy = spec.retry
         if turn.attempt < policy.max_attempts:
             delay = policy.delay(turn.attempt, self._random)
             turn.emit(Retry, state=spec.name, attempt=turn.attempt + 1, reason=reason,
@@ -520,11 +537,15 @@ class Orchestrator:
             return
         self._route(spec, session, turn, f"{reason}: {policy.max_attempts} attempt(s) exhausted")
 
-    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext) -> Any:
+    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext,
+                  fast: Any = None) -> Any:
         contract = spec.contract
         if contract is None:
             return raw
         try:
+            if fast is not None and type(raw) is dict:
+                # what Contract.validate_output does with a dict, without its type checks
+                return fast(raw, context=turn.validation_context())
             return contract.validate_output(raw, turn.validation_context())
         except ValidationError as exc:
             errors = exc.errors(include_url=False, include_context=False)
@@ -565,6 +586,21 @@ class Orchestrator:
             return await _resume(result, yielded)
 
 
+async def _suspended(coro: Any, yielded: Any, timeout_s: float | None) -> Any:
+    """Go on with a handler's coroutine that suspended when first stepped, under its
+    time limit (see :meth:`Orchestrator._call`)."""
+    if timeout_s is None:
+        return await _resume(coro, yielded)
+    async with asyncio.timeout(timeout_s):
+        return await _resume(coro, yielded)
+
+
+def _returning(value: Any) -> Callable[[], Any]:
+    """A function returning ``value`` (a handler's result that is not a coroutine, for
+    :meth:`Orchestrator._call` to await if it is awaitable)."""
+    return lambda: value
+
+
 def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:
     """The ``post_step`` hooks of the step that just fired its transition."""
     path = turn.path
@@ -596,6 +632,15 @@ def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
             except StopIteration as done:
                 return done.value
 
+
+def _fast_validate(contract: type[Contract] | None) -> Any:
+    """``contract.model_validate`` when ``contract`` validates a dict as
+    :meth:`Contract.validate_output` does (it does not override it), else ``None``."""
+    if contract is None or not issubclass(contract, Contract):
+        return None
+    if contract.validate_output.__func__ is not Contract.validate_output.__func__:  # type: ignore[attr-defined]
+        return None
+    return contract.model_validate
 
 _REFUSED = object()
 """What _validate returns for an output that broke its contract."""

@@ -26,6 +26,7 @@ from hermes_fsm.events.model import (
     EventList,
     StateEntered,
     StateExited,
+    StateOutput,
     event_data,
     make_event,
 )
@@ -135,7 +136,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_event", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
+        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
         "repair",
@@ -162,7 +163,7 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
-        self._add_event = self.events.add
+        self._add_kind, self._add_data = self.events.appenders()
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
         self.flushed = 0
@@ -201,18 +202,11 @@ class TurnContext:
         data["seq"] = seq
         if data["at"] is None:
             data["at"] = self._now()
-        sinks = self._sinks.current
-        if sinks:  # data sinks take the field dict; the object is built only for the others
-            objects, calls = sink_plan(sinks)
-            event = make_event(kind, data) if objects else None
-            self.events.add(kind, data, event)
-            for sink, takes_data in calls:
-                if takes_data:
-                    sink.emit_data(kind, data)
-                else:
-                    sink.emit(event)
+        if self._sinks.current:  # data sinks take the field dict; objects only for the others
+            self._deliver(kind, data)
         else:
-            self._add_event(kind, data)
+            self._add_kind(kind)
+            self._add_data(data)
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
@@ -236,15 +230,37 @@ class TurnContext:
         if not session.busy:
             deliver_late(session, self._sinks.current)
 
+    def _deliver(self, kind: type[Event], data: dict[str, Any]) -> None:
+        """Log a numbered event on the turn and hand it to the sinks (there are some)."""
+        objects, calls = sink_plan(self._sinks.current)
+        event = make_event(kind, data) if objects else None
+        self.events.add(kind, data, event)
+        for sink, takes_data in calls:
+            if takes_data:
+                sink.emit_data(kind, data)
+            else:
+                sink.emit(event)
+
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.
 
-        ``key`` identifies the transition for per-turn limits.
+        ``key`` identifies the transition for per-turn limits. The two events are built as
+        :meth:`emit` builds them (the same field dicts, in the models' field order:
+        ``tests/test_emit_fast_path.py`` holds them to :func:`event_data`), written
+        out here as this runs at every transition.
         """
         now = time.perf_counter()
         at = self._now()  # leaving one state and entering the next: one instant
-        self.emit(StateExited, state=source, trigger=trigger, dest=dest,
-                  duration_ms=(now - self._entered) * 1000.0, at=at)
+        session = self.session
+        seq = session.seq = session.seq + 1
+        exited = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq, "at": at,
+                  "kind": "state_exited", "state": source, "trigger": trigger, "dest": dest,
+                  "duration_ms": (now - self._entered) * 1000.0}
+        if self._sinks.current:
+            self._deliver(StateExited, exited)
+        else:
+            self._add_kind(StateExited)
+            self._add_data(exited)
         self._entered = now
         taken = self.taken
         taken[key] = taken.get(key, 0) + 1
@@ -256,8 +272,29 @@ class TurnContext:
         self.output = None
         self.output_state = None
         self.path.append(dest)
-        self.emit(StateEntered, state=dest, source=source, trigger=trigger, attempt=self.attempt,
-                  at=at)
+        seq = session.seq = session.seq + 1
+        entered = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq, "at": at,
+                   "kind": "state_entered", "state": dest, "source": source,
+                   "trigger": trigger, "attempt": self.attempt}
+        if self._sinks.current:
+            self._deliver(StateEntered, entered)
+        else:
+            self._add_kind(StateEntered)
+            self._add_data(entered)
+
+    def emit_output(self, state: str, contract: str | None, output: Any, raw: Any) -> None:
+        """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs
+        at every state): ``output`` as JSON-able data, the state's contract ref."""
+        session = self.session
+        seq = session.seq = session.seq + 1
+        data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": self._now(), "kind": "state_output", "state": state,
+                "attempt": self.attempt, "contract": contract, "output": output, "raw": raw}
+        if self._sinks.current:
+            self._deliver(StateOutput, data)
+        else:
+            self._add_kind(StateOutput)
+            self._add_data(data)
 
     # --- what handlers use --------------------------------------------------------------
 

@@ -22,7 +22,7 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Container, Sequence
+from collections.abc import Callable, Container, Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -523,6 +523,12 @@ class EventList(Sequence[Any]):
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
+
+    def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
+        """Two functions that together add an event with no object yet: call the first with
+        its class, then the second with its field dict (what :meth:`add` does, without a
+        Python frame per event; the engine's turn uses them)."""
+        return self._kinds.append, self._data.append
 
     def _build(self, index: int) -> Any:
         event = self._objects.get(index)

@@ -90,6 +90,10 @@ class GraphMachine:
         for edge in edges:
             table.setdefault((edge.trigger, edge.source), []).append((edge, edge.key))
         self._table = {where: tuple(found) for where, found in table.items()}
+        # the same, by trigger then source: fire looks a step up without building a key
+        self._by_trigger: dict[str, dict[str, tuple[tuple[Edge, tuple[str, str]], ...]]] = {}
+        for (trigger, source), found in self._table.items():
+            self._by_trigger.setdefault(trigger, {})[source] = found
 
     def fire(self, trigger: str, session: Any, turn: Any) -> bool:
         """Fire ``trigger`` for ``session`` (carrying ``.state``); True when a transition ran.
@@ -99,7 +103,8 @@ class GraphMachine:
                 or graph bug: the loader and the derived transitions rule it out).
         """
         source = session.state
-        candidates = self._table.get((trigger, source))
+        by_source = self._by_trigger.get(trigger)
+        candidates = by_source.get(source) if by_source is not None else None
         if candidates is None:
             raise HermesError(f"{self.name}: can't fire {trigger!r} from state {source!r}")
         for edge, key in candidates:

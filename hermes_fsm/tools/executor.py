@@ -150,6 +150,9 @@ class ToolExecutor:
         self._sleep = sleep
         self.sync_workers = sync_workers
         self._pool: ThreadPoolExecutor | None = None  # made at the first sync call
+        # by id: the contract (kept, so its id is not reused) and whether it has pre- and
+        # postconditions
+        self._has_conditions: dict[int, tuple[Any, bool, bool]] = {}
 
     async def execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]],
                       emit: Emit = _no_events, caller: str = "anonymous",
@@ -169,6 +172,8 @@ class ToolExecutor:
         """
         await self.registry.breaker.refresh()  # tools tripped in other processes
         with calling_as(caller):  # tools learn the user from the engine, never the model
+            if len(calls) == 1 and not compensable(self.registry, calls):
+                return [await self._run_one(*calls[0], emit, caller, journal)]
             return await self._execute(calls, emit, caller, journal)
 
     async def _execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit,
@@ -233,7 +238,11 @@ class ToolExecutor:
         attempts = audit["attempts"]
         if envelope["success"]:
             output = envelope["output"]
-            truncated = self._truncate(envelope)
+            # JSON of the output as stored (bytes, non-finite numbers as strings) is never
+            # shorter than the text truncation measures (characters): within the limit, no cut
+            size = audit.pop("json_bytes", None)
+            truncated = (False if size is not None and size <= self.max_result_chars
+                         else self._truncate(envelope))
             emit(ToolCallFinished, call_id=call_id, tool=tool_name, ok=True, output=output,
                  duration_ms=duration_ms, attempts=attempts, caller=caller, source=source,
                  arguments=arguments, truncated=truncated,
@@ -329,7 +338,8 @@ class ToolExecutor:
             denied = registry._permission(registry.permissions.caller(caller), tool_name)
             if denied is not None:
                 return failure("PERMISSION_DENIED", denied, False)
-        if contract.compiled_preconditions:  # the tool never runs when one does not hold
+        pre, post = self._conditions(contract)
+        if pre:  # the tool never runs when one does not hold
             refused = precondition_failure(tool, registry.registries, arguments, caller)
             if refused is not None:
                 return {**failure("PRECONDITION_FAILED", refused[0], False),
@@ -361,13 +371,13 @@ class ToolExecutor:
                  error_code=code, message=message, delay_s=delay)
             if delay > 0:
                 await self._sleep(delay)
-        unstorable = self._unstorable(output)
+        unstorable = self._unstorable(output, audit)
         if unstorable is not None:
             breaker.record(tool_name, False)
             return failure("OUTPUT_TOO_LARGE", f"{tool_name} returned an output {unstorable}; "
                            "it was not kept — ask for less (a narrower query, a page)", False)
         violation = tool.output_problem(output)
-        if violation is None and contract.compiled_postconditions:
+        if violation is None and post:
             violation = postcondition_problem(tool, registry.registries, arguments, caller,
                                               output)
         if violation is None:
@@ -425,14 +435,31 @@ class ToolExecutor:
             return "TOOL_EXCEPTION", redact(f"{type(exc).__name__}: {exc}"), None, None
         return None, "", None, result
 
-    def _unstorable(self, output: Any) -> str | None:
-        """Why ``output`` is beyond the stored bounds, or ``None``."""
+    def _conditions(self, contract: Any) -> tuple[bool, bool]:
+        """Whether ``contract`` has pre- and postconditions (read once per contract: they
+        are compiled at load; a contract is immutable)."""
+        entry = self._has_conditions.get(id(contract))
+        if entry is None or entry[0] is not contract:
+            if len(self._has_conditions) >= 1024:  # tools come and go (MCP): stay small
+                self._has_conditions.clear()
+            entry = self._has_conditions[id(contract)] = (
+                contract, bool(contract.compiled_preconditions),
+                bool(contract.compiled_postconditions))
+        return entry[1], entry[2]
+
+    def _unstorable(self, output: Any, audit: dict[str, Any] | None = None) -> str | None:
+        """Why ``output`` is beyond the stored bounds, or ``None`` (then ``audit``, when
+        given, gets the size of its JSON as ``json_bytes``)."""
+        if audit is not None:
+            audit.pop("json_bytes", None)  # a fallback's output is measured afresh
         if output is None or isinstance(output, bool | int | float):
             return None
         try:
             blob = dumps(output)
         except ValueError as exc:  # nested beyond what JSON is written for, or a cycle
             return f"that cannot be written as JSON ({exc})"
+        if audit is not None:
+            audit["json_bytes"] = len(blob)
         if len(blob) > self.max_output_bytes:
             return (f"of {len(blob)} bytes as JSON, over the limit of "
                     f"{self.max_output_bytes} bytes")
