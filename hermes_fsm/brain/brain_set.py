@@ -115,3 +115,16 @@ def _rules_brain() -> Brain:
     if not _RULES:
         _RULES.append(RulesBrain())
     return _RULES[0]
+
+
+def memory_keys(brain: Any) -> tuple[str, ...]:
+    """The standing memory keys of ``brain`` (its ``memory_keys``; for a :class:`BrainSet`,
+    those of all its brains), which the engine recalls by key whatever the message.
+
+    >>> memory_keys(object())
+    ()
+    """
+    brains = ([brain.default, *brain.brains.values()] if isinstance(brain, BrainSet)
+              else [brain])
+    keys = (k for b in brains for k in (getattr(b, "memory_keys", None) or ()))
+    return tuple(dict.fromkeys(keys))

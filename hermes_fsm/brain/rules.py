@@ -134,6 +134,12 @@ class RulesBrain:
                                   "confidence": confidence, "needs_tools": needs_tools},
                                  request)
 
+    @property
+    def memory_keys(self) -> tuple[str, ...]:
+        """The memory keys this brain reads whatever the message: those of the memory
+        rules that fill a slot (``fills``); the engine recalls their items by key."""
+        return tuple(dict.fromkeys(r.key for r in self.rules.memory if r.fills))
+
     def _from_memory(self, out: dict[str, Any], request: BrainRequest) -> dict[str, Any]:
         """``out`` with the required slots it still lacks filled from recalled memory: a
         memory rule's ``fills`` slot, when its key was recalled ("I prefer the Hangzhou

@@ -28,6 +28,7 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_fsm._internal.redact import redact
+from hermes_fsm.brain.brain_set import memory_keys
 from hermes_fsm.contracts.states import MemoryCommit
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.errors import MemoryStoreError
@@ -67,7 +68,10 @@ async def recalled_memory(turn: TurnContext) -> str:
     if turn.memory is None:
         state = turn.state.name if turn.state is not None else ""
         try:
-            items = await turn.services.memory.recall(turn.user_id, turn.text)
+            keys = memory_keys(turn.services.brain)  # standing preferences, by key
+            search: Any = turn.services.memory.recall  # keys=: see Memory.recall
+            items = await (search(turn.user_id, turn.text, keys=keys) if keys
+                           else search(turn.user_id, turn.text))
         except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
             turn.emit(MemoryRecalled, state=state, error=redact(str(exc)))
             turn.memory = ""

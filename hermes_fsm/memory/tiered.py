@@ -50,7 +50,12 @@ class Memory(Protocol):
     """Long-term memory as the engine sees it."""
 
     async def recall(self, user_id: str, query: str, k: int = 5) -> list[MemoryItem]:
-        """Active items of ``user_id`` relevant to ``query``, best first; never another user's."""
+        """Active items of ``user_id`` relevant to ``query``, best first; never another user's.
+
+        The engine may pass ``keys=`` (keyword-only: standing keys whose items are wanted
+        whatever the query, see :meth:`TieredMemory.recall`) when the brain names some
+        (its ``memory_keys``); a memory that takes no ``keys`` is only called without.
+        """
         ...
 
     async def apply(self, user_id: str, turn_id: str, updates: Sequence[MemoryUpdate],
@@ -102,18 +107,49 @@ class TieredMemory:
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
                      now: datetime | None = None, domain: str | None = None,
-                     shared: bool = True) -> list[MemoryItem]:
+                     shared: bool = True, keys: Sequence[str] = ()) -> list[MemoryItem]:
         """Active items of ``user_id`` at or above the threshold of relevance (calibrated
         similarity), best first by relevance with recency as a bounded tie-break
         (:mod:`.recall`), top k.
 
         Each item's ``score`` is its final score. ``domain`` keeps items of that domain
-        and of none (``shared=False``: of that domain only).
+        and of none (``shared=False``: of that domain only). ``keys`` are standing keys
+        (a brain's ``memory_keys``, e.g. ``preference.store``): the user's active item of
+        each is added after the top k whatever its similarity to ``query`` (a preference
+        said in another session fills a slot of a message that does not mention it), with
+        ``score`` ``None``.
         """
         policy = self.policy
         k = policy.k if k is None else k
         if k <= 0 or not query.strip():
             return []
+        found = await self._ranked(user_id, query, k, now, domain, shared)
+        if keys:
+            found += await self._standing(user_id, keys, {i.key for i in found},
+                                          now or datetime.now(UTC), domain, shared)
+        return found
+
+    async def _standing(self, user_id: str, keys: Sequence[str], have: set[str],
+                        now: datetime, domain: str | None,
+                        shared: bool) -> list[MemoryItem]:
+        """The active items of the standing ``keys`` not already in ``have``."""
+        domains = [domain] if domain is None or not shared else [domain, None]
+        out: list[MemoryItem] = []
+        for key in dict.fromkeys(keys):
+            if key in have:
+                continue
+            for in_domain in domains:
+                items = [i for i in await self.semantic.active(user_id, key, in_domain)
+                         if i.user_id == user_id and not self.policy.expired(i, now)]
+                if items:
+                    newest = max(items, key=lambda i: i.created_at)
+                    out.append(replace(newest, score=None))
+                    break
+        return out
+
+    async def _ranked(self, user_id: str, query: str, k: int, now: datetime | None,
+                      domain: str | None, shared: bool) -> list[MemoryItem]:
+        policy = self.policy
         vector = self.embedder.embed([query])[0]
         candidates = await self.semantic.search(user_id, vector, max(k, policy.candidates))
         now = now or datetime.now(UTC)
@@ -351,10 +387,11 @@ class DomainMemory:
         self.memory, self.domain, self.shared = memory, domain, shared
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
-                     now: datetime | None = None) -> list[MemoryItem]:
+                     now: datetime | None = None,
+                     keys: Sequence[str] = ()) -> list[MemoryItem]:
         """:meth:`TieredMemory.recall` inside the domain."""
         return await self.memory.recall(user_id, query, k, now=now, domain=self.domain,
-                                        shared=self.shared)
+                                        shared=self.shared, keys=keys)
 
     async def apply(self, user_id: str, turn_id: str, updates: Sequence[MemoryUpdate],
                     now: datetime, **context: Any) -> list[WriteOutcome]:

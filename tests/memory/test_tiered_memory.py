@@ -327,3 +327,24 @@ async def test_walk_goes_working_then_semantic_then_experience_keyed_by_entities
     assert len(walked.experience) <= memory.policy.k
     no_session = await memory.walk("u1", "warehouse", entities=[])
     assert no_session.working == [] and no_session.semantic
+
+
+async def test_standing_keys_are_recalled_by_key_whatever_the_query(memory):
+    memory.policy = RecallPolicy(k=2, threshold=0.3)
+    await apply(memory, "u1", "t1", [update("preference.store", "hz_xh_001")],
+                text="I prefer the Hangzhou Xihu store")
+    await apply(memory, "u1", "t2", [update("preference.store", "sh_xh_002", "modify")],
+                text="I prefer the Shanghai Xuhui store now")
+    await apply(memory, "u2", "t3", [update("preference.warehouse", "east")], text="east only")
+    query = "Is the iPhone 15 in stock?"  # shares nothing with the preference
+    assert await memory.recall("u1", query, now=NOW) == []  # below the threshold
+    recalled = await memory.recall("u1", query, now=NOW,
+                                   keys=["preference.store", "preference.warehouse"])
+    # the active value only (not the superseded one), and never another user's key
+    assert [(i.key, i.value, i.score) for i in recalled] == [
+        ("preference.store", "sh_xh_002", None)]
+    # a key the similarity search already found is not added twice
+    found = await memory.recall("u1", "I prefer the Shanghai Xuhui store now", now=NOW,
+                                keys=["preference.store"])
+    assert [i.key for i in found] == ["preference.store"]
+    assert found[0].score is not None
