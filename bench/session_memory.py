@@ -179,6 +179,7 @@ def _run_child(
     ]
     cmd += ["--cache-mb", "none" if cache_mb is None else str(cache_mb)]
     cmd += ["--window", "none" if window is None else str(window)]
+    cmd += ["--turns", ",".join(map(str, MILESTONES))]
     if trace:
         cmd.append("--trace")
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -200,6 +201,7 @@ def _load() -> str:
 
 
 def main() -> None:
+    global MILESTONES
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument(
@@ -217,25 +219,38 @@ def main() -> None:
     )
     parser.add_argument("--pg", action="store_true", help="also PostgreSQL (HERMES_POSTGRES_URL)")
     parser.add_argument("--no-trace", action="store_true", help="skip the tracemalloc children")
+    parser.add_argument("--turns", default="1,10,50", help="turn counts to measure at")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--upto", type=int, default=MILESTONES[-1], help=argparse.SUPPRESS)
+    parser.add_argument("--upto", type=int, default=10**9, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
+        MILESTONES = tuple(int(t) for t in args.turns.split(","))
         args.window = None if args.window is None else int(args.window)
         _child(args)
         return
     window = None if args.window is None else int(args.window)
     n = args.sessions
+    MILESTONES = tuple(int(t) for t in args.turns.split(","))
+    top = MILESTONES[-1]
     configs: list[tuple[str, str, float | None, int | None, int]] = [
-        ("sqlite", f"SQLite store, cache bound {args.cache_mb} MiB", args.cache_mb, None, 50),
-        ("memory", f"no store, event_log_turns={window}", None, window, 50),
+        # what `serve` and the CLI run: the store has every event, the cache keeps none
+        (
+            "sqlite",
+            f"SQLite, cache {args.cache_mb} MiB, log 0 turns (serve)",
+            args.cache_mb,
+            0,
+            top,
+        ),
+        # the library's default: each cached session logs every turn it ran here
+        ("sqlite", f"SQLite, cache {args.cache_mb} MiB, log every turn", args.cache_mb, None, top),
+        ("memory", f"no store, event_log_turns={window}", None, window, top),
         # every turn kept and nothing evicted: ~5 KiB a turn; 50 turns × N would be GiBs
-        ("memory", "no store, every turn kept (the old default)", None, None, 10),
+        ("memory", "no store, every turn kept (library default)", None, None, min(top, 10)),
     ]
     if args.pg:
         configs.insert(
-            1, ("pg", f"PostgreSQL store, cache bound {args.cache_mb} MiB", args.cache_mb, None, 50)
+            2, ("pg", f"PostgreSQL, cache {args.cache_mb} MiB, log 0 turns", args.cache_mb, 0, top)
         )
     try:
         import langgraph  # noqa: F401
@@ -277,8 +292,8 @@ def main() -> None:
                 f"{row['bytes'] / 2**20:>8.1f} {row['per_session'] / 1024:>9.2f} {t:>15} "
                 f"{held:>34} {rate:>8}"
             )
-        if upto < MILESTONES[-1]:
-            print(f"{'':<46} {MILESTONES[-1]:>5} {'(not run: grows with every turn)':>34}")
+        if upto < top:
+            print(f"{'':<46} {top:>5}   (not run: it grows with every turn)")
     print(f"load average after: {_load()}")
 
 
