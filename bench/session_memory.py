@@ -220,6 +220,7 @@ def main() -> None:
     parser.add_argument("--pg", action="store_true", help="also PostgreSQL (HERMES_POSTGRES_URL)")
     parser.add_argument("--no-trace", action="store_true", help="skip the tracemalloc children")
     parser.add_argument("--turns", default="1,10,50", help="turn counts to measure at")
+    parser.add_argument("--only", default="", help="run the configurations whose label has this")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--upto", type=int, default=10**9, help=argparse.SUPPRESS)
     parser.add_argument("--trace", action="store_true", help=argparse.SUPPRESS)
@@ -267,6 +268,8 @@ def main() -> None:
         f"{'traced KiB/sess':>15} {'cache: est. MiB / bound, evicted':>34} {'turns/s':>8}"
     )
     for mode, label, cache_mb, win, upto in configs:
+        if args.only not in label:
+            continue
         rows = _run_child(mode, n, upto, cache_mb, win, False)
         traced = (
             [] if args.no_trace else _run_child(mode, max(100, n // 10), upto, cache_mb, win, True)
