@@ -4,6 +4,7 @@ sessions come back from the store), a window of turns in an in-memory session's 
 from __future__ import annotations
 
 import asyncio
+import io
 from typing import Any
 
 import pytest
@@ -247,3 +248,18 @@ async def test_readiness_reports_what_the_cached_sessions_hold_and_their_bound()
         "max_bytes": 10**6,
         "evicted": 0,
     }
+
+
+def test_replay_on_the_command_line_prints_the_note_of_a_windowed_recording(tmp_path, capsys):
+    from hermes_fsm.cli.main import main
+
+    orchestrator = demo_orchestrator(event_log_turns=1)
+    for text in ASKS[:2]:
+        asyncio.run(orchestrator.run_turn("s1", text, user_id="u1"))
+    path = tmp_path / "s1.jsonl"
+    path.write_text(recording_text(orchestrator, "s1"), encoding="utf-8")
+    out = io.StringIO()
+    code = main(["replay", "validate", str(path)], out=out)
+    printed = out.getvalue() + capsys.readouterr().out
+    assert code == 0, printed
+    assert f"note: {path}: events 1-" in printed and "event_log_turns" in printed
