@@ -238,14 +238,18 @@ class SessionCache:
         self._resize(session.session_id, session.approx_bytes())
         if self.bytes <= self.max_bytes:
             return
-        for session_id, cached in list(self._by_id.items()):
-            if self.bytes <= self.max_bytes:
+        excess, victims = self.bytes - self.max_bytes, []
+        for session_id, cached in self._by_id.items():  # oldest first; stops when enough
+            if excess <= 0:
                 break
             if cached is session or cached.busy or session_id in keep:
                 continue
+            victims.append(session_id)
+            excess -= self._sizes.get(session_id, 0)
+        for session_id in victims:
             del self._by_id[session_id]
             self._resize(session_id, 0)
-            self.evicted += 1
+        self.evicted += len(victims)
 
     def _resize(self, session_id: str, size: int) -> None:
         old = self._sizes.pop(session_id, 0)
