@@ -698,3 +698,23 @@ def test_long_ascii_texts_count_like_the_regex() -> None:
         assert _count_runs(text) == len(_ASCII_TOKENS.findall(text)), repr(text)
     long = '{"facts":[{"id":"fact-t1-s3-c1","content":{"sku":"A1001","qty":342}}]} ' * 4
     assert COUNT.count(long) == len(_ASCII_TOKENS.findall(long))
+
+
+@pytest.mark.parametrize("now", [None, datetime(2026, 12, 1, 10, 30, tzinfo=UTC)])
+def test_the_system_prompt_is_measured_once_per_state_and_adds_up_to_the_whole(now):
+    from hermes_fsm.brain.prompt import system_parts, system_prompt
+    from hermes_fsm.graph.loader import default_graph_path, load_graph
+
+    counter = HeuristicCounter()
+    fitter = ContextBuilder(ContextConfig(), counter=counter)
+    for spec in load_graph(default_graph_path()).states.values():
+        if spec.contract is None:
+            continue
+        asked = BrainRequest(state=spec.name, contract_name=spec.contract.contract_name,
+                             schema=spec.contract.model_json_schema(), text="hi",
+                             user_id="u", now=now)
+        whole = counter.count(system_prompt(asked))
+        assert fitter.compose(asked, [], "")[1]["parts"]["system"] == whole
+        fixed, _ = system_parts(asked)
+        assert system_parts(asked)[0] is fixed  # the same object: measured once
+        assert fitter._system[spec.name][0] is fixed and fitter._system[spec.name][2] > 0

@@ -33,7 +33,7 @@ from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescript
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "history_block", "input_block", "memory_block", "outputs_block", "plans_tools",
            "repair_message", "strip_fences", "summary_block", "summary_messages",
-           "system_prompt", "tools_block"]
+           "system_parts", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -43,10 +43,18 @@ def system_prompt(request: BrainRequest) -> str:
 
     The same text for every request of a state: cached by (state, contract, schema).
     """
+    fixed, clock = system_parts(request)
+    return fixed + clock
+
+
+def system_parts(request: BrainRequest) -> tuple[str, str]:
+    """:func:`system_prompt` in two parts: the state's fixed text (the same object for every
+    request of the state, so it is measured once) and the turn's clock block, which starts
+    with a blank line (a token counter counts them apart as it counts them together)."""
     key = (request.state, request.contract_name, id(request.schema))
     cached = _SYSTEM.get(key)
     if cached is not None and cached[0] is request.schema:
-        return cached[1] + clock_block(request.now)
+        return cached[1], clock_block(request.now)
     schema = json.dumps(request.schema, ensure_ascii=False, separators=(",", ":"))
     text = (
         f"You are the {request.state} step of an agent that answers a user. "
@@ -59,7 +67,7 @@ def system_prompt(request: BrainRequest) -> str:
     if len(_SYSTEM) >= 256:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
-    return text + clock_block(request.now)
+    return text, clock_block(request.now)
 
 
 def clock_block(now: datetime | None) -> str:

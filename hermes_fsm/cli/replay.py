@@ -80,6 +80,9 @@ def run_replay(args: argparse.Namespace, graph_path: Path | None, out: TextIO,
                 out.write(line + "\n")
             if args.mode == "rerun" and result.source in notes:
                 out.write(f"  note: {notes[result.source]}\n")
+        if not args.quiet:
+            for line in result.notes:
+                out.write(f"  note: {result.source}: {line}\n")
         if len(paths) > 20 and (index % 100 == 0 or index == len(paths)):
             err.write(f"\r{args.mode}: {index}/{len(paths)} recordings")
             if index == len(paths):

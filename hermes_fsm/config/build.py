@@ -116,6 +116,9 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         "history_window": config.history_window,
         "context": config.context,
         "conversation": ConversationPolicy(**config.conversation.model_dump()),
+        "event_log_turns": config.sessions.event_log_turns,
+        "session_cache_bytes": (None if config.sessions.cache_mb is None
+                                else int(config.sessions.cache_mb * 1024 * 1024)),
     }
     if "brain" not in overrides:
         kwargs["brain"] = build_brain(config)

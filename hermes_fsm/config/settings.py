@@ -23,7 +23,8 @@
     brain: {kind: openai, base_url: "http://127.0.0.1:8080/v1", model: smollm2,
             api_key_env: OPENAI_API_KEY}                  # any /v1/chat/completions server
     server: {host: 127.0.0.1, port: 8765, tokens: {s3cret: alice}}   # hermes-fsm serve
-    sessions: {store: auto, lease: auto, schema: hermes}  # see SessionsConfig
+    sessions: {store: auto, lease: auto, schema: hermes,  # see SessionsConfig
+               cache_mb: 64, event_log_turns: 0}      # memory per session: bounded
     context: {max_context_tokens: 8192, reserved_output_tokens: 1024,
               on_input_overflow: error}                   # see hermes_fsm.engine.context
     bus: {kind: redis, url: "redis://127.0.0.1:6379/0", group: default}  # see BusConfig
@@ -204,6 +205,12 @@ class SessionsConfig(_Strict):
     set, else a SQLite file (``sqlite_path``, default ``<data_dir>/sessions.sqlite3``);
     ``memory`` keeps sessions in this process only. ``lease: auto`` is Redis when
     ``memory.redis_url`` (``HERMES_REDIS_URL``) is set, else in-process.
+
+    Memory per session: ``cache_mb`` bounds the sessions a process caches over its store
+    (LRU by size; an evicted one is rebuilt from the store at its next turn; ``null``:
+    unbounded); ``event_log_turns`` keeps that many turns in each cached session's
+    in-process event log (default 0: the store has every event, and the server and the
+    CLI read them there; ``null``: every turn this process ran).
     """
 
     store: Literal["auto", "memory", "sqlite", "postgres"] = "auto"
@@ -211,6 +218,8 @@ class SessionsConfig(_Strict):
     pg_schema: str = Field(default="hermes", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     lease: Literal["auto", "local", "redis"] = "auto"
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
+    cache_mb: float | None = Field(default=64.0, gt=0.0)
+    event_log_turns: int | None = Field(default=0, ge=0)
 
 
 class SandboxConfig(_Strict):

@@ -78,7 +78,7 @@ from hermes_fsm.brain.prompt import (
     plans_tools,
     repair_message,
     summary_block,
-    system_prompt,
+    system_parts,
     tools_block,
 )
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest, ToolDescription
@@ -145,6 +145,7 @@ class ContextBuilder:
         self._settled: tuple[Any, str, Any] | None = None  # (history, summary, ratio): no fold
         self._blocks: dict[Any, tuple[str, Any, int]] = {}  # block → (text, ratio, tokens)
         self._graph_last: tuple[tuple[Any, ...], int] | None = None  # graph, revision …
+        self._system: dict[str, tuple[str, Any, int]] = {}  # state → (fixed text, ratio, tokens)
 
     # --- the input ----------------------------------------------------------------------
 
@@ -218,7 +219,7 @@ class ContextBuilder:
         costs = costs if costs is not None else self._costs(history)
         header = self._history_header()
         truncated: list[str] = []
-        system = count(system_prompt(request))
+        system = self._system_tokens(request)
         steps = self._steps(request)
         graph = self._graph_tokens(request)  # fixed, and bounded: GraphEdit.prune
         steps_graph = steps + graph
@@ -485,6 +486,21 @@ class ContextBuilder:
             conv.entities or conv.tasks) else 0
         self._graph_last = (key, tokens)
         return tokens
+    def _system_tokens(self, request: BrainRequest) -> int:
+        """The system prompt's tokens: its fixed part (instructions and schema, the same
+        text object for every request of a state) measured once per state, its clock block
+        at each request (it starts with a blank line, so the heuristic counts the two
+        parts exactly as the whole; a tokenizer may differ by a token at the join, as it
+        may between the other parts). Re-counting a few kB of schema at every request was
+        most of fitting a request that needs no cut."""
+        fixed, clock = system_parts(request)
+        ratio = getattr(self.counter, "ratio", None)
+        hit = self._system.get(request.state)
+        if hit is None or hit[0] is not fixed or hit[1] != ratio:
+            if len(self._system) >= 256:
+                self._system.clear()
+            hit = self._system[request.state] = (fixed, ratio, self.counter.count(fixed))
+        return hit[2] + (self.counter.count(clock) if clock else 0)
 
     def _block_tokens(self, block: Any, text: str) -> int:
         """``count(block(text))``, kept for the last text of each block: a turn's message,

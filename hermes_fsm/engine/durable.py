@@ -90,6 +90,8 @@ class TurnEngine(Protocol):
     @property
     def event_log(self) -> bool: ...
     @property
+    def event_log_turns(self) -> int | None: ...
+    @property
     def session_cache(self) -> SessionCache: ...
     @property
     def sinks(self) -> tuple[EventSink, ...]: ...
@@ -159,6 +161,7 @@ class DurableSessions:
             await self.write_late(session)  # landed since this session's last turn here
             result = await o.drive_turn(o.new_turn(session, text, user_id))
             await self.write_late(session)  # landed while the turn ran
+            o.session_cache.settle(session, self._holds)  # a bounded cache evicts the LRU
             return result
         finally:
             await self._release(session_id, hold)
@@ -256,7 +259,8 @@ class DurableSessions:
         checkpoint = await self.store.checkpoint(session_id)
         events = await self.store.events_after(session_id, checkpoint.seq if checkpoint else 0)
         session = Session(session_id, record.user_id,
-                          checkpoint.state if checkpoint else o.graph.initial, o.event_log)
+                          checkpoint.state if checkpoint else o.graph.initial, o.event_log,
+                          o.event_log_turns)
         if checkpoint is not None:
             session.history = [dict(m) for m in checkpoint.data.get("history", ())]
             session.summary = str(checkpoint.data.get("summary", ""))

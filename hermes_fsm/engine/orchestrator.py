@@ -76,7 +76,10 @@ from hermes_fsm.tools.executor import ToolExecutor, ToolRunner
 from hermes_fsm.tools.mcp.servers import MCPServers
 from hermes_fsm.tools.registry import ToolRegistry
 
-__all__ = ["Orchestrator"]
+__all__ = ["DEFAULT_SESSION_CACHE_BYTES", "Orchestrator"]
+
+DEFAULT_SESSION_CACHE_BYTES = 64 * 1024 * 1024
+"""The default bound of the sessions an orchestrator with a store caches (64 MiB)."""
 
 
 class Orchestrator:
@@ -123,6 +126,15 @@ class Orchestrator:
             serializing every turn's events when nothing reads them there: a turn's events
             are still in its :class:`TurnResult`, the sinks and a durable store (a replay
             rerun runs this way).
+        event_log_turns: keep only the last ``event_log_turns`` turns in each session's
+            in-process event log (``None``: every turn). The dropped ones are still in a
+            :class:`~hermes_fsm.events.recording.RecordingSink`'s file, if one is attached,
+            and in a durable store; ``Session.dropped`` says what went.
+        session_cache_bytes: with a ``store``, the bound in bytes of the sessions cached in
+            this process (LRU; an evicted session is rebuilt from the store at its next
+            turn; default :data:`DEFAULT_SESSION_CACHE_BYTES`; ``None``: unbounded).
+            Without a store it does not apply: a session lives only in this process, so
+            ``event_log_turns`` and ``history_window`` bound each one instead.
         hooks: turn hooks, called at defined points of every turn (see
             :mod:`hermes_fsm.engine.hooks`).
         conversation: the conversation layer's policy (the graph on or off, how long a
@@ -158,6 +170,8 @@ class Orchestrator:
         event_log: bool = True,
         hooks: Iterable[TurnHook] = (),
         conversation: ConversationPolicy | None = None,
+        event_log_turns: int | None = None,
+        session_cache_bytes: int | None = DEFAULT_SESSION_CACHE_BYTES,
     ) -> None:
         if graph is None:
             graph = default_graph_path()
@@ -182,9 +196,15 @@ class Orchestrator:
         self.services.context = self.context = context
         self._random = random or _default_random
         self._sleep = sleep or asyncio.sleep
+        for name, value in (("event_log_turns", event_log_turns),
+                            ("session_cache_bytes", session_cache_bytes)):
+            if value is not None and (not isinstance(value, int) or value < 0):
+                raise UsageError(f"{name} must be a whole number >= 0 or None, not {value!r}")
         self._sessions: dict[str, Session] = {}  # read at every turn: a plain dict
-        self.session_cache = SessionCache(self._sessions)
+        self.session_cache = SessionCache(
+            self._sessions, session_cache_bytes if store is not None else None)
         self.event_log = event_log
+        self.event_log_turns = event_log_turns
         self.mcp = mcp_servers
         self.store = store
         self.durable: DurableSessions | None = None
@@ -265,7 +285,8 @@ class Orchestrator:
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(
-                session_id, user_id or "anonymous", self.graph.initial, self.event_log)
+                session_id, user_id or "anonymous", self.graph.initial, self.event_log,
+                self.event_log_turns)
         elif user_id is not None and session.user_id != user_id:
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")

@@ -11,12 +11,22 @@ turns), and JSON is what recordings and durable stores hold anyway. Reading the 
 parses the lines back into events. A session made with ``log=False`` keeps no log at all
 (an orchestrator's ``event_log=False``: for callers that read each turn's events from its
 result, its sinks or a durable store, such as a replay rerun).
+
+**Bounded memory.** A session made with ``log_turns=N`` keeps the events of its last ``N``
+log entries only (an entry is a turn's events, or a batch of late events delivered after
+its turn): the older ones are dropped, and :attr:`Session.dropped` says how many and up
+to which seq. A :class:`~hermes_fsm.events.recording.RecordingSink` still writes every
+event to its file as it happens; a durable store still has every event. With a store,
+the orchestrator's :class:`SessionCache` is bounded by bytes (``max_bytes``): the least
+recently used idle sessions are evicted, and the durable layer rebuilds an evicted one
+from the store at its next turn (:mod:`hermes_fsm.engine.durable`).
+:meth:`Session.approx_bytes` is what the bound counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -47,16 +57,20 @@ class Session:
         late: late events of a finished turn (:meth:`TurnContext.emit_late`) waiting for
             the running turn to end before they are numbered (no store; see
             :mod:`hermes_fsm.engine.memory_handlers`).
+        dropped: ``(entries, seq)``: how many log entries (turns, or batches of late
+            events) the log window dropped, and the last seq among them (``(0, 0)``: none).
 
     Args:
         log: keep the event log (``False``: :meth:`record` drops each turn's events, and
             the log reads as empty).
+        log_turns: keep only the last ``log_turns`` entries of the log (``None``: all).
     """
 
-    __slots__ = ("_lock", "_log", "busy", "conversation", "epoch", "history", "late", "seq",
-                 "session_id", "state", "summary", "user_id")
+    __slots__ = ("_lock", "_log", "_log_turns", "busy", "conversation", "dropped", "epoch",
+                 "history", "late", "seq", "session_id", "state", "summary", "user_id")
 
-    def __init__(self, session_id: str, user_id: str, state: str, log: bool = True) -> None:
+    def __init__(self, session_id: str, user_id: str, state: str, log: bool = True,
+                 log_turns: int | None = None) -> None:
         self.session_id = session_id
         self.user_id = user_id
         self.state = state
@@ -64,6 +78,8 @@ class Session:
         self.epoch = 0
         # (first seq, last seq, JSON array) per turn; None: no log kept
         self._log: list[tuple[int, int, bytes]] | None = [] if log else None
+        self._log_turns = log_turns
+        self.dropped = (0, 0)
         self.history: list[dict[str, str]] = []
         self.summary = ""
         self.conversation: Conversation | None = None
@@ -93,6 +109,25 @@ class Session:
         if len(events) and self._log is not None:
             first, last = events.data[0]["seq"], events.last_seq()
             self._log.append((first, last, events.to_json()))
+            keep = self._log_turns
+            if keep is not None and len(self._log) > keep:
+                gone = self._log[: len(self._log) - keep]
+                del self._log[: len(gone)]
+                self.dropped = (self.dropped[0] + len(gone), gone[-1][1])
+
+    def approx_bytes(self) -> int:
+        """About how many bytes the session holds: its log's JSON, its messages, summary
+        and conversation graph, and a fixed overhead (what a bounded :class:`SessionCache`
+        counts; ``bench/session_memory.py`` prints it beside tracemalloc's figure)."""
+        size = _SESSION_BYTES + len(self.summary) + sum(
+            _MESSAGE_BYTES + len(m.get("content", "")) for m in self.history)
+        for _, _, blob in self._log or ():
+            size += _ENTRY_BYTES + len(blob)
+        conv = self.conversation
+        if conv is not None:
+            size += _NODE_BYTES * (len(conv.entities) + len(conv.intents) + len(conv.edges)
+                                   + len(conv.tasks))
+        return size
 
     @property
     def events(self) -> list[Event]:
@@ -121,33 +156,65 @@ class Session:
                 "seq": self.seq, "messages": len(self.history)}
 
 
+_SESSION_BYTES = 600  # the object, its slots, ids and the cache's entry
+_MESSAGE_BYTES = 330  # a message dict with its role (content counted apart)
+_ENTRY_BYTES = 120  # a log entry's tuple and bytes header
+_NODE_BYTES = 700  # a conversation node, edge or task, with its fields
+
+
 class SessionCache:
     """The sessions an orchestrator holds in this process, by id.
 
     Without a session store this is where sessions live; with one it caches the store's
     sessions: the durable layer (:mod:`hermes_fsm.engine.durable`) adds each session it
-    rebuilds from the store and drops a copy the store has moved past.
-    ``Orchestrator.sessions()`` is a read-only view of it (:attr:`view`).
+    rebuilds from the store, drops a copy the store has moved past, and calls
+    :meth:`settle` after each turn. ``Orchestrator.sessions()`` is a read-only view of it
+    (:attr:`view`).
+
+    With ``max_bytes`` it is an LRU cache bounded by size: :meth:`settle` measures the
+    session (:meth:`Session.approx_bytes`) and evicts the least recently used idle
+    sessions until the cached ones hold at most ``max_bytes`` (the session just settled
+    always stays). Only a cache over a store may evict: an evicted session is rebuilt from
+    the store at its next turn.
 
     Args:
         sessions: the dict it holds the sessions in (default: a new one). The orchestrator
             passes its own, which it reads directly at every turn.
+        max_bytes: the bound (``None``: unbounded).
 
     Attributes:
-        get: ``get(session_id)``, the cached session or ``None``.
+        get: ``get(session_id)``, the cached session or ``None`` (a bounded cache counts
+            it as used).
         view: a read-only, live view of the cached sessions by id.
+        max_bytes: the bound, or ``None``.
+        evicted: how many sessions were evicted so far.
     """
 
-    __slots__ = ("_by_id", "get", "view")
+    __slots__ = ("_by_id", "_sizes", "bytes", "evicted", "get", "max_bytes", "view")
 
-    def __init__(self, sessions: dict[str, Session] | None = None) -> None:
+    def __init__(self, sessions: dict[str, Session] | None = None,
+                 max_bytes: int | None = None) -> None:
         self._by_id: dict[str, Session] = sessions if sessions is not None else {}
-        self.get: Callable[[str], Session | None] = self._by_id.get  # no Python call
         self.view: Mapping[str, Session] = MappingProxyType(self._by_id)
+        self.max_bytes = max_bytes
+        self._sizes: dict[str, int] = {}  # session id → its size when last settled
+        self.bytes = 0  # the sum of _sizes: what the cached sessions hold, about
+        self.evicted = 0
+        self.get: Callable[[str], Session | None] = (
+            self._by_id.get if max_bytes is None else self._get_used)  # no Python call
+
+    def _get_used(self, session_id: str) -> Session | None:
+        session = self._by_id.pop(session_id, None)
+        if session is not None:
+            self._by_id[session_id] = session  # the most recently used: last in order
+        return session
 
     def add(self, session: Session) -> Session:
         """Cache ``session`` (replacing a cached one of the same id); returns it."""
+        self._by_id.pop(session.session_id, None)
         self._by_id[session.session_id] = session
+        if self.max_bytes is not None:
+            self._resize(session.session_id, session.approx_bytes())
         return session
 
     def discard(self, session_id: str, session: Session | None = None) -> None:
@@ -157,6 +224,46 @@ class SessionCache:
             self._by_id.pop(session_id, None)
         elif self._by_id.get(session_id) is session:
             del self._by_id[session_id]
+        else:
+            return
+        self._resize(session_id, 0)
+
+    def settle(self, session: Session, keep: Container[str] = ()) -> None:
+        """Measure ``session`` after its turn and evict least recently used sessions while
+        the cache is over ``max_bytes`` (a no-op when unbounded). Busy sessions, those
+        whose ids are in ``keep`` (their turns hold a lease here) and ``session`` itself
+        stay."""
+        if self.max_bytes is None or self._by_id.get(session.session_id) is not session:
+            return
+        self._resize(session.session_id, session.approx_bytes())
+        if self.bytes <= self.max_bytes:
+            return
+        excess, victims = self.bytes - self.max_bytes, []
+        for session_id, cached in self._by_id.items():  # oldest first; stops when enough
+            if excess <= 0:
+                break
+            if cached is session or cached.busy or session_id in keep:
+                continue
+            victims.append(session_id)
+            excess -= self._sizes.get(session_id, 0)
+        for session_id in victims:
+            del self._by_id[session_id]
+            self._resize(session_id, 0)
+        self.evicted += len(victims)
+
+    def _resize(self, session_id: str, size: int) -> None:
+        old = self._sizes.pop(session_id, 0)
+        if size:
+            self._sizes[session_id] = size
+        self.bytes += size - old
+
+    def info(self) -> dict[str, int | None]:
+        """``sessions``, ``bytes`` (about), ``max_bytes`` and ``evicted``: what readiness
+        and ``serve`` report (unbounded, ``bytes`` is measured now: one pass over them)."""
+        held = (self.bytes if self.max_bytes is not None
+                else sum(s.approx_bytes() for s in self._by_id.values()))
+        return {"sessions": len(self._by_id), "bytes": held,
+                "max_bytes": self.max_bytes, "evicted": self.evicted}
 
     def __contains__(self, session_id: object) -> bool:
         return session_id in self._by_id

@@ -164,7 +164,29 @@ def top_requests(rows: Sequence[tuple[str, str]], text: str, embedder: Embedder,
     return [(rows[i][0], float(scores[i])) for i in order if scores[i] > 0]
 
 
-_VECTOR_CACHE: weakref.WeakKeyDictionary[Any, dict[str, Any]] = weakref.WeakKeyDictionary()
+class _VectorTable:
+    """An embedder's vectors of texts, as rows of one matrix (grown by doubling)."""
+
+    __slots__ = ("matrix", "rows")
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}  # text → its row
+        self.matrix: Any = None  # (capacity, dim) float32, the first len(rows) rows used
+
+    def add(self, texts: Sequence[str], vectors: Any) -> None:
+        block = np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+        used = len(self.rows)
+        if self.matrix is None or used + len(texts) > len(self.matrix):
+            grown = np.empty((max(64, 2 * (used + len(texts))), block.shape[1]), np.float32)
+            if self.matrix is not None:
+                grown[:used] = self.matrix[:used]
+            self.matrix = grown
+        self.matrix[used:used + len(texts)] = block
+        for offset, text in enumerate(texts):
+            self.rows[text] = used + offset
+
+
+_VECTOR_CACHE: weakref.WeakKeyDictionary[Any, _VectorTable] = weakref.WeakKeyDictionary()
 _CACHE_LIMIT = 20_000
 
 
@@ -172,13 +194,19 @@ def _vectors(embedder: Embedder, texts: Sequence[str]) -> Any:
     """The texts' embeddings as one matrix; each text is embedded once per embedder.
 
     Past requests repeat across PLANNING calls (up to 500 rows a call), and embedding them
-    again every time made each turn slower than the one before.
+    again every time made each turn slower than the one before. They are kept as rows of
+    one matrix and gathered by index: stacking 500 cached arrays took longer than the
+    query that found them.
     """
-    cache = _VECTOR_CACHE.setdefault(embedder, {})
-    missing = [t for t in dict.fromkeys(texts) if t not in cache]
+    table = _VECTOR_CACHE.get(embedder)
+    if table is None:
+        table = _VECTOR_CACHE[embedder] = _VectorTable()
+    rows = table.rows
+    missing = [t for t in dict.fromkeys(texts) if t not in rows]
     if missing:
-        if len(cache) + len(missing) > _CACHE_LIMIT:
-            cache.clear()
-        for t, vector in zip(missing, embedder.embed(missing), strict=True):
-            cache[t] = np.asarray(vector, dtype=np.float32)
-    return np.stack([cache[t] for t in texts])
+        if len(rows) + len(missing) > _CACHE_LIMIT:
+            table = _VECTOR_CACHE[embedder] = _VectorTable()
+            rows = table.rows
+            missing = list(dict.fromkeys(texts))
+        table.add(missing, embedder.embed(missing))
+    return table.matrix[[rows[t] for t in texts]]

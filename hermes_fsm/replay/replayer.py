@@ -92,7 +92,11 @@ class Finding:
 
 @dataclass
 class ReplayResult:
-    """What one replay of one recording found; ``ok`` when it found nothing."""
+    """What one replay of one recording found; ``ok`` when it found nothing.
+
+    ``notes`` say what the replay could not see without it being a failure, e.g. a
+    recording that starts after seq 1 (an in-memory session's event log keeps a window of
+    turns: the turns before it are not in its ``recording_text``)."""
 
     source: str
     mode: Literal["validate", "rerun"]
@@ -101,6 +105,7 @@ class ReplayResult:
     findings: list[Finding] = field(default_factory=list)
     divergences: list[Divergence] = field(default_factory=list)
     error: str | None = None
+    notes: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -113,6 +118,7 @@ class ReplayResult:
             "events": self.events, "error": self.error,
             "findings": [f.__dict__ for f in self.findings],
             "divergences": [d.__dict__ for d in self.divergences],
+            "notes": self.notes,
         }
 
 
@@ -166,7 +172,8 @@ class Replayer:
         validated = _VALIDATED
         events = [e for e in recording.raw if e["kind"] in validated]
         turns = len({e["turn_id"] for e in events})
-        result = ReplayResult(recording.source, "validate", turns, recording.event_count)
+        result = ReplayResult(recording.source, "validate", turns, recording.event_count,
+                              notes=_outside(recording.raw))
         try:
             self._validate_events(recording.source, events, result.findings)
         except (KeyError, TypeError, AttributeError):
@@ -187,7 +194,8 @@ class Replayer:
     async def arerun(self, recording: Recording, raise_on_failure: bool = True) -> ReplayResult:
         """:meth:`rerun`, for callers already in an event loop."""
         turns = recording.raw_turns(skip=NOT_COMPARED)  # their lines are not even parsed
-        result = ReplayResult(recording.source, "rerun", len(turns), recording.event_count)
+        result = ReplayResult(recording.source, "rerun", len(turns), recording.event_count,
+                              notes=_outside(turns[0] if turns else []))
         divergences: list[Divergence] = []
         try:
             await self._rerun(recording, turns, divergences)
@@ -391,6 +399,18 @@ def _tool_ref(find_tool: Callable[[str], Tool | None], name: str) -> str:
 def _errors(exc: ValidationError) -> list[dict[str, Any]]:
     """Pydantic's errors as JSON data (locations as lists)."""
     return json.loads(exc.json(include_url=False, include_context=False))  # type: ignore[no-any-return]
+
+
+def _outside(events: Sequence[Mapping[str, Any]]) -> list[str]:
+    """A note when the recording starts after seq 1: the turns before it are not in it."""
+    first = events[0]["seq"] if events else 1
+    if first <= 1:
+        return []
+    return [f"events 1-{first - 1} of the session are not in this recording (its first "
+            f"event is seq {first}, turn {events[0]['turn_id']}): an in-memory session "
+            "keeps a window of turns (event_log_turns), the rest is in a RecordingSink's "
+            "file if one was attached; only the turns from there on were checked, and a "
+            "rerun starts them without the earlier history"]
 
 
 def _finish(result: ReplayResult, raise_on_failure: bool) -> ReplayResult:

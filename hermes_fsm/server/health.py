@@ -3,6 +3,9 @@
 Checked: each MCP server (ready, or why not), the brain (when it has an async ``check()``,
 as the OpenAI-compatible brain does), memory (a bounded recall for a probe user), and
 each tool group sent over the execution bus (a live worker serves each of its tools).
+``sessions`` is informational (always ready): how many sessions the process caches, about
+how many bytes they hold, the bound (``max_bytes``; ``null``: none) and how many were
+evicted.
 """
 
 from __future__ import annotations
@@ -57,6 +60,9 @@ async def readiness(orchestrator: ReadinessSource,
     memory = orchestrator.services.memory
     checks["memory"] = await _bounded(_probe_memory(memory), timeout_s) | {
         "backend": type(memory).__name__}
+    cache = getattr(orchestrator, "session_cache", None)
+    if cache is not None:  # what the cached sessions hold, and their bound (informational)
+        checks["sessions"] = {"ready": True, **cache.info()}
     tools = getattr(orchestrator.services, "tools", None)
     if tools is not None:  # tools sent to workers over the bus: a live worker for each
         checks.update(await bus_readiness(tools))

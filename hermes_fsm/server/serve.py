@@ -17,7 +17,23 @@ from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.errors import UsageError
 from hermes_fsm.server.app import create_app
 
-__all__ = ["serve"]
+__all__ = ["serve", "session_bound"]
+
+
+def session_bound(orchestrator: Any) -> str:
+    """What bounds the memory the server's sessions hold, in words (printed at start)."""
+    cache = orchestrator.session_cache
+    turns = orchestrator.event_log_turns
+    log = "every turn" if turns is None else f"the last {turns} turn(s)"
+    each = (f"each keeps {orchestrator.history_window} messages and {log} of its event log "
+            "(sessions.event_log_turns)")
+    if orchestrator.store is None:
+        return (f"kept in this process only (no store): {each}; nothing is evicted, so memory "
+                "grows with the number of sessions")
+    if cache.max_bytes is None:
+        return f"cached over {orchestrator.store.name}, unbounded (sessions.cache_mb: null); {each}"
+    return (f"cached over {orchestrator.store.name}, at most {cache.max_bytes / 2**20:g} MiB "
+            f"(sessions.cache_mb; least recently used evicted, reloaded from the store); {each}")
 
 
 def _loopback(host: str) -> bool:
@@ -52,7 +68,8 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
     if out is not None:
         auth = f"{len(tokens)} bearer token(s)" if tokens else "no authentication (loopback)"
         out.write(f"hermes-fsm serving on http://{host}:{port} with {auth}; "
-                  f"API at http://{host}:{port}/openapi.json\n")
+                  f"API at http://{host}:{port}/openapi.json\n"
+                  f"sessions: {session_bound(orchestrator)}\n")
         out.flush()
     uvicorn.run(app, host=host, port=port, log_level=config.log.level,
                 access_log=config.log.level == "debug")

@@ -179,8 +179,11 @@ class SQLiteStore:
                     [(sid, e["seq"], e["turn_id"], e["kind"], dumps(e).decode())
                      for e in batch.events])
                 if batch.messages:
-                    start = db.execute("SELECT count(*) FROM hermes_messages WHERE "
-                                       "session_id = ?", (sid,)).fetchone()[0]
+                    # the next position, from the end of the (session_id, position)
+                    # index: count(*) walked every message of the session at each turn
+                    start = db.execute("SELECT coalesce(max(position) + 1, 0) FROM "
+                                       "hermes_messages WHERE session_id = ?",
+                                       (sid,)).fetchone()[0]
                     db.executemany(
                         "INSERT INTO hermes_messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         [(m.message_id, m.session_id, m.user_id, m.role, safe_text(m.content),

@@ -282,16 +282,18 @@ async def test_an_sqlite_log_of_the_first_schema_is_migrated_on_open(tmp_path):
             "inventory_lookup": ToolHealth("inventory_lookup", 1, 1)}
         db = log._conn()
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
-        for index in ("hermes_experience_kind_at", "hermes_experience_user_kind_at"):
-            assert db.execute("SELECT 1 FROM sqlite_master WHERE type = 'index' "
-                              "AND name = ?", (index,)).fetchone()
+        indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE "
+                                            "type = 'index'")}
+        assert {"hermes_experience_kind_at", "hermes_experience_user_kind_at_request"} <= indexes
+        assert "hermes_experience_user_kind_at" not in indexes  # the covering one replaced it
     finally:
         await log.close()
 
 
 async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(tmp_path):
-    """Its candidates come from the (user_id, kind, at) index, not a walk over every
-    user's tool calls (which made PLANNING slower as the log grew)."""
+    """Its candidates come from the (user_id, kind, at, entry_id, request) index alone, not
+    a walk over every user's tool calls (which made PLANNING slower as the log grew), nor
+    a table lookup per candidate."""
     from hermes_fsm.memory.sqlite_experience import SQLiteExperienceLog
 
     log = SQLiteExperienceLog(tmp_path / "experience.sqlite", EMBED)
@@ -305,7 +307,7 @@ async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(t
         assert found and {e.user_id for e in found} == {"u3"}
         candidates = next(q for q in seen if "LIMIT 500" in q)
         plan = " ".join(str(row[3]) for row in db.execute("EXPLAIN QUERY PLAN " + candidates))
-        assert "hermes_experience_user_kind_at" in plan, plan
+        assert "COVERING INDEX hermes_experience_user_kind_at_request" in plan, plan
     finally:
         await log.close()
 
