@@ -263,3 +263,22 @@ def test_replay_on_the_command_line_prints_the_note_of_a_windowed_recording(tmp_
     printed = out.getvalue() + capsys.readouterr().out
     assert code == 0, printed
     assert f"note: {path}: events 1-" in printed and "event_log_turns" in printed
+
+
+async def test_a_configured_orchestrator_without_a_store_keeps_every_event_by_default():
+    """The configuration's window (0: "the store has them") must not apply when no store
+    holds the events: the in-process log is then their only copy (recordings read it)."""
+    from hermes_fsm.config import HermesConfig, build_orchestrator
+    from hermes_fsm.memory import InProcessMemory
+
+    bare = build_orchestrator(HermesConfig(mcp_servers={}), store=None,
+                              memory=InProcessMemory())
+    assert bare.event_log_turns is None
+    async with bare:
+        await bare.run_turn("s-bare", "How many A1001 are left in the east warehouse?",
+                            user_id="alice")
+        kinds = [e.kind for e in bare.session("s-bare", user_id="alice").events]
+    assert kinds[0] == "turn_started" and "turn_finished" in kinds
+    windowed = build_orchestrator(HermesConfig(mcp_servers={}, sessions={"event_log_turns": 2}),
+                                  store=None, memory=InProcessMemory())
+    assert windowed.event_log_turns == 2  # set on purpose: kept
