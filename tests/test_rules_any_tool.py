@@ -77,6 +77,7 @@ async def test_an_intent_plans_its_tool_with_arguments_typed_by_the_schema(tmp_p
     intent = Intent.validate_output(await decide(rules, "intent", "add 3 and 4.5", {}, []))
     raw = await decide(rules, "plan", "add 3 and 4.5", {"intent": intent}, [GET_SUM])
     plan = Plan.validate_output(raw)
+    assert isinstance(plan, Plan)
     assert [(c.tool_name, c.arguments) for c in plan.tool_calls] == [
         ("everything.get-sum", {"a": 3, "b": 4.5})
     ]  # numbers, not the texts "3", "4.5"
@@ -94,14 +95,15 @@ async def test_a_tool_that_is_not_offered_is_named_in_the_answer(tmp_path: Path)
     rules = brain(tmp_path)
     intent = Intent.validate_output(await decide(rules, "intent", "add 3 and 4", {}, []))
     plan = Plan.validate_output(await decide(rules, "plan", "add 3 and 4", {"intent": intent}, []))
-    assert plan.tool_calls == []
+    assert isinstance(plan, Plan) and plan.tool_calls == []
     answer = await decide(rules, "response", "add 3 and 4", {"intent": intent, "plan": plan}, [])
     assert "everything.get-sum" in answer["text"] and "not among the tools" in answer["text"]
 
 
 def test_an_unknown_intent_is_answered_by_the_built_in_last_resort(tmp_path: Path) -> None:
     book = brain(tmp_path).rules
-    assert book.say(book.answers.reply_for("unknown"), "en", {}).startswith("Sorry")
+    said = book.say(book.answers.reply_for("unknown"), "en", {})
+    assert said is not None and said.startswith("Sorry")
 
 
 def test_a_reply_section_of_the_file_still_needs_its_last_resort(tmp_path: Path) -> None:

@@ -31,7 +31,8 @@ def advertised_contracts(config: HermesConfig) -> tuple[list[ToolContract], list
     async def survey() -> tuple[list[ToolContract], list[dict[str, Any]]]:
         await servers.start()
         try:
-            return [t.contract for t in registry.tools()], servers.info()
+            return [t.contract for t in registry.tools() if t.contract is not None], \
+                servers.info()
         finally:
             await servers.aclose()
 
