@@ -241,8 +241,7 @@ def main() -> None:
     parser.add_argument("--fallback", action="store_true",
                         help="the rules brain answers RESPONSE's last attempt after refusals")
     parser.add_argument("--no-stream", action="store_true",
-                        help="stream only answer text (llama-cpp-python 0.3.36's server was "
-                             "seen to segfault when a streamed request is closed mid-way)")
+                        help="stream only answer text (stream_every_state: false)")
     parser.add_argument("--state-timeout", type=float, default=90, help="budgets.timeout_s")
     parser.add_argument("--budget", type=float, default=240, help="budgets.budget_s")
     args = parser.parse_args()
