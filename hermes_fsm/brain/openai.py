@@ -47,6 +47,7 @@ from typing import Any, Literal
 import httpx
 
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
+from hermes_fsm.brain.grammar_schema import without_patterns
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
 from hermes_fsm.brain.tool_schema import offered_tools_schema
@@ -236,7 +237,9 @@ class OpenAIBrain:
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": request.contract_name, "schema": schema}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
-            body["response_format"] = {"type": "json_object", "schema": schema}
+            # its grammar parser takes no regex escapes: patterns stay the contract's check
+            body["response_format"] = {"type": "json_object",
+                                       "schema": without_patterns(schema)}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:

@@ -111,9 +111,14 @@ class IntentRule(_Rules):
     normalize: dict[str, str] = {}
     parameters: dict[str, Any] = {}
     times: dict[str, TimeKind] = {}
+    tool: str | None = Field(default=None, min_length=1)
+    """A tool planned for this intent without a ``plans`` entry: its arguments are the slots
+    named like its input schema's properties, typed by that schema (needs tools)."""
 
     @model_validator(mode="after")
     def _check(self) -> IntentRule:
+        if self.tool is not None:
+            self.needs_tools = True
         if any(not p.groupindex for p in self.extract):
             raise ValueError("each extract regex needs a named group, e.g. (?P<sku>...)")
         if unknown := set(self.normalize) - {g for p in self.extract for g in p.groupindex}:
@@ -262,19 +267,48 @@ class ToolMemoryRule(_Rules):
         return self
 
 
-class Answers(_Rules):
-    """Answer templates: per tool, per intent (replies, ask), and for the other cases."""
+def _variants(*pairs: tuple[str, str]) -> Callable[[], list[Variant]]:
+    return lambda: [Variant(en=en, zh=zh) for en, zh in pairs]
 
-    tools: dict[str, list[Variant]]
-    replies: dict[str, list[Variant]]
+
+class Answers(_Rules):
+    """Answer templates: per tool, per intent (replies, ask), and for the other cases.
+
+    Every section has a default, so a rules file needs only what it changes: a tool
+    without a template of its own is answered by ``generic`` (``{tool}``, ``{output}``:
+    a text result as it is, else its JSON), and a tool a plan named that was not offered
+    to the turn by ``not_offered``.
+    """
+
+    tools: dict[str, list[Variant]] = {}
+    replies: dict[str, list[Variant]] = {}
     ask: dict[str, list[Variant]] = {}
-    generic: list[Variant] = Field(min_length=1)
-    failure: list[Variant] = Field(min_length=1)
-    no_facts: list[Variant] = Field(min_length=1)
-    unavailable: list[Variant] = Field(min_length=1)
+    generic: list[Variant] = Field(min_length=1, default_factory=_variants(
+        ("{tool} returned: {output}", "{tool} 的结果:{output}")))
+    failure: list[Variant] = Field(min_length=1, default_factory=_variants(
+        ("Sorry, that could not be done: {message}.", "抱歉,未能完成:{message}。")))
+    no_facts: list[Variant] = Field(min_length=1, default_factory=_variants(
+        ("I tried, but the tools returned nothing I can answer from.",
+         "我尝试了查询,但工具没有返回可用的结果。")))
+    unavailable: list[Variant] = Field(min_length=1, default_factory=_variants(
+        ("Sorry, I couldn't do that this time; please try again.",
+         "抱歉,这次没能完成,请再试一次。")))
+    not_offered: list[Variant] = Field(min_length=1, default_factory=_variants(
+        ("Sorry, I can't use the tool {tool} now: it is not among the tools available to this "
+         "turn (not configured, its server is down, or not permitted for you).",
+         "抱歉,目前无法使用工具 {tool}:它不在本轮可用的工具中(未配置、服务器不可用或无权限)。")))
     from_memory: list[Variant] = [Variant(
         en="(From what you told me before, I used {value_label} for the {slot}.)",
         zh="(按你之前告诉我的偏好,{slot_label}用的是{value_label}。)")]
+
+    def reply_for(self, intent: str) -> list[Variant]:
+        """The reply templates of ``intent``; the built-in last resort for the fallback
+        intent when the file has none."""
+        return self.replies.get(intent) or _LAST_RESORT
+
+
+_LAST_RESORT = [Variant(en="Sorry, I did not understand that; could you say it another way?",
+                        zh="抱歉,我没有理解,可以换个说法吗?")]
 
 
 class RuleBook(_Rules):
@@ -287,7 +321,7 @@ class RuleBook(_Rules):
     intents: list[IntentRule] = Field(min_length=1)
     fallback: Fallback = Fallback()
     plans: dict[str, list[PlannedCall]] = {}
-    answers: Answers
+    answers: Answers = Field(default_factory=Answers)
     memory: list[MemoryRule] = []
     tool_memory: list[ToolMemoryRule] = []
 
@@ -347,24 +381,23 @@ class RuleBook(_Rules):
         problems: list[tuple[tuple[Any, ...], str]] = [
             (("plans", i), f"plans for unknown intent {i!r}; intents: {', '.join(sorted(names))}")
             for i in self.plans if i not in names]
-        for intent, calls in self.plans.items():
-            problems += [(("plans", intent, n, "tool"), f"no answer template for tool "
-                          f"{c.tool!r}; add answers.tools.{c.tool} (en and zh)")
-                         for n, c in enumerate(calls) if c.tool not in self.answers.tools]
+        # a planned tool without answers.tools.<tool> is answered by answers.generic
         known = set(_BUILTIN_NORMALIZERS) | set(self.aliases)
         tables = ", ".join(sorted(self.aliases)) or "none declared"
         for n, rule in enumerate(self.intents):
             problems += [(("intents", n, "normalize", slot), f"unknown normaliser {name!r}; "
                           f"use upper, lower or a table of `aliases` ({tables})")
                          for slot, name in rule.normalize.items() if name not in known]
-            if rule.needs_tools and rule.name not in self.plans:
+            if rule.needs_tools and rule.name not in self.plans and rule.tool is None:
                 problems.append((("intents", n, "needs_tools"), f"intent {rule.name!r} needs "
-                                 f"tools but has no plan; add plans.{rule.name}"))
+                                 f"tools but has no plan; add plans.{rule.name}, or name "
+                                 "its tool (tool: NAME)"))
             if not rule.needs_tools and rule.name not in self.answers.replies:
                 problems.append((("intents", n, "name"), f"no reply template for intent "
                                  f"{rule.name!r}; add answers.replies.{rule.name}"))
-        last = self.answers.replies.get(self.fallback.name, [])
-        if not any(not v.when and not v.fields["en"] | v.fields["zh"] for v in last):
+        last = self.answers.replies.get(self.fallback.name)
+        if last is not None and \
+                not any(not v.when and not v.fields["en"] | v.fields["zh"] for v in last):
             problems.append((("answers", "replies"), f"answers.replies.{self.fallback.name} "
                              "needs a variant without fields or `when` (the last resort)"))
         return problems

@@ -36,6 +36,7 @@ from hermes_fsm.brain.rulebook import (
     capture_group,
     detect_language,
 )
+from hermes_fsm.brain.schema_plan import schema_call
 from hermes_fsm.brain.slot_times import exact_times
 from hermes_fsm.brain.summary import extractive_summary
 from hermes_fsm.brain.typed_arguments import typed_arguments
@@ -290,6 +291,11 @@ class RulesBrain:
                              "value": p.value} for p in problems]
                 continue
             calls.append((planned, args))
+        if not self.rules.plans.get(_get(intent, "intent_type")):  # an intent's `tool:`
+            schema_calls, schema_missing = self._schema_plan(_get(intent, "intent_type"),
+                                                             params, tools)
+            calls += schema_calls
+            missing += schema_missing
         if request.repair is not None:
             calls = _repair(calls, request.repair, tools)
         if not _has_field(request.schema, "missing_slots"):  # plan@1: no slots, no citations
@@ -304,6 +310,29 @@ class RulesBrain:
         if waiting and calls and _has_field(request.schema, "continues"):
             plan["continues"] = True  # RESULT plans again: _waiting_calls makes the rest
         return plan
+
+    @cached_property
+    def _intent_tools(self) -> dict[str, str]:
+        """Intent name → the tool its rule names (``tool:``), planned from its schema."""
+        return {rule.name: rule.tool for rule in self.rules.intents if rule.tool is not None}
+
+    def _schema_plan(self, name: str, params: Mapping[str, Any],
+                     tools: Mapping[str, ToolDescription]
+                     ) -> tuple[list[tuple[PlannedCall, dict[str, Any]]], list[dict[str, Any]]]:
+        """The call of the intent's ``tool:`` with arguments from its input schema
+        (:mod:`.schema_plan`), or the slots it misses; nothing when it is not offered (the
+        answer says so)."""
+        tool_name = self._intent_tools.get(name)
+        tool = tools.get(tool_name) if tool_name is not None else None
+        if tool is None or tool_name is None:
+            return [], []
+        args, missing = schema_call(tool, params)
+        if args is None:
+            return [], [{"tool": tool_name, "slot": slot, "reason": "missing"}
+                        for slot in missing]
+        planned = PlannedCall(tool=tool_name, arguments=args,
+                              reasoning=f"{name}: {tool_name} with the slots its schema names")
+        return [(planned, args)], []
 
     def _waiting_calls(self, intent: Any, outputs: Mapping[str, Any],
                        tools: Mapping[str, ToolDescription]) -> tuple[list[dict[str, Any]], int]:
@@ -367,7 +396,7 @@ class RulesBrain:
                                               for e in request.repair.errors):
             evidence = []  # the citations were refused: answer without them
         text = ("" if lang == "zh" else " ").join(p for p in parts if p)
-        fallback = answers.replies[rules.fallback.name]
+        fallback = answers.reply_for(rules.fallback.name)
         return {"text": text or rules.say(fallback, lang, {}) or "?", "evidence": evidence}
 
     def _answer_without_facts(self, request: BrainRequest, intent: Any,
@@ -378,16 +407,23 @@ class RulesBrain:
             acks = [say([m.ack], lang, {"value": v}) for m, v in self._memories(request.text)]
             if memory := [a for a in acks if a]:
                 params["memory"] = getattr(self.rules.separator, lang).join(memory)
-            return say(answers.replies.get(name, ()), lang, params)
+            return say(answers.reply_for(name) if name == self.rules.fallback.name
+                       else answers.replies.get(name, ()), lang, params)
+        tools = {tool.name for tool in request.tools}
+        wanted = self._intent_tools.get(name)
+        if wanted is not None and wanted not in tools and not self.rules.plans.get(name):
+            return say(answers.not_offered, lang, {**params, "tool": wanted})
         planned = self.rules.plans.get(name, [])
         if missing := [s for p in planned if all(r in params for r in p.requires)
                        for s in p.required if s not in params]:
             asked = say(answers.ask.get(name, ()), lang, {**params, "missing": ", ".join(missing)})
             if asked:
                 return asked
-        tools = {tool.name for tool in request.tools}
         if planned and not any(p.tool in tools for p in planned):
-            return say(answers.unavailable, lang, {**params, "tool": planned[0].tool})
+            # a file's own `unavailable` says it; else the built-in names the tool
+            said = answers.unavailable if "unavailable" in answers.model_fields_set \
+                else answers.not_offered
+            return say(said, lang, {**params, "tool": planned[0].tool})
         outputs = request.outputs
         if "result_report" in outputs or _get(outputs.get("plan"), "tool_calls"):
             return say(answers.no_facts, lang, params)

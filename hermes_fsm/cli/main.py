@@ -125,6 +125,9 @@ def _parser() -> argparse.ArgumentParser:
                            help="export even a breaking change without a major version bump")
     contracts.add_argument("--tools-dir", metavar="DIR", type=Path,
                            help="where tool contracts live (default: contracts/tools)")
+    contracts.add_argument("--no-mcp", action="store_true",
+                           help="do not start the configured MCP servers (by default their "
+                                "tools' contracts are pinned and checked too)")
 
     mcp = sub.add_parser("mcp", parents=[common], help="MCP servers: status and tools")
     mcp.add_argument("action", choices=["list"],
@@ -314,12 +317,15 @@ def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
 
 def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
+    from hermes_fsm.cli.mcp_contracts import advertised_contracts
     from hermes_fsm.config.local_tools import configured_registry
     from hermes_fsm.contracts.check import (
         check_contracts,
+        check_mcp_tool_contracts,
         check_tool_contracts,
         default_contract_dir,
         export_contracts,
+        export_mcp_tool_contracts,
         export_tool_contracts,
     )
     from hermes_fsm.contracts.tools import default_tool_contract_dir
@@ -335,6 +341,8 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
         written = export_contracts(graph.contracts, directory, force=args.force)
         written += export_tool_contracts(registry, tools_dir, force=args.force)
         written += export_contracts(BUS_CONTRACTS, bus_dir, force=args.force)
+        if config.mcp_servers and not args.no_mcp:
+            written += export_mcp_tool_contracts(advertised_contracts(config)[0], tools_dir)
         for path in written:
             out.write(f"wrote {path}\n")
         out.write(f"{len(written)} contract file(s) changed, in {directory}, {tools_dir} "
@@ -344,6 +352,11 @@ def _contracts(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> i
     out.write(f"ok: {checked} contract schema(s) in {directory} match their models\n")
     tools = check_tool_contracts(registry, tools_dir)
     out.write(f"ok: {tools} tool contract(s) in {tools_dir} match their tools\n")
+    if config.mcp_servers and not args.no_mcp:
+        advertised, servers = advertised_contracts(config)
+        count = check_mcp_tool_contracts(advertised, tools_dir)
+        out.write(f"ok: {count} MCP tool contract(s) match what their servers advertise "
+                  f"({', '.join(servers)})\n")
     if bus_dir.is_dir() or args.dir is None:
         messages = check_contracts(BUS_CONTRACTS, bus_dir)
         out.write(f"ok: {messages} bus message schema(s) in {bus_dir} match their models\n")

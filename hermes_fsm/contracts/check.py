@@ -21,11 +21,17 @@ from typing import Any
 
 from hermes_fsm._internal.data import data_path
 from hermes_fsm.contracts.base import Contract, ContractRegistry, dump_schema
-from hermes_fsm.contracts.schema_diff import bump_problem, diff_schemas
+from hermes_fsm.contracts.schema_diff import (
+    bump_problem,
+    diff_schemas,
+    parse_version,
+    required_bump,
+)
 from hermes_fsm.contracts.tools import dump_tool_contract, load_tool_contract
 from hermes_fsm.errors import ContractCheckFailed, ContractError
 
-__all__ = ["check_contracts", "check_tool_contracts", "default_contract_dir", "export_contracts",
+__all__ = ["check_contracts", "check_mcp_tool_contracts", "check_tool_contracts",
+           "default_contract_dir", "export_contracts", "export_mcp_tool_contracts",
            "export_tool_contracts"]
 
 
@@ -224,3 +230,83 @@ def check_tool_contracts(registry: Any, directory: str | Path) -> int:
     if problems:
         raise ContractCheckFailed(problems)
     return len(local) + pinned_count
+
+
+# --- MCP tools' contracts, as their servers advertise them ------------------------------------
+
+
+def _schema_changes(pinned: Any, advertised: Any) -> list[Any]:
+    """The non-cosmetic changes from a pinned contract's schemas to the advertised ones."""
+    changes = diff_schemas(pinned.input_schema, advertised.input_schema)
+    if pinned.output_schema is not None or advertised.output_schema is not None:
+        changes += diff_schemas(pinned.output_schema or {}, advertised.output_schema or {})
+    return [c for c in changes if c.bump != "patch"]
+
+
+def _bumped(version: str, bump: str) -> str:
+    major, minor, patch = parse_version(version)
+    if bump == "major":
+        return f"{major + 1}.0.0"
+    return f"{major}.{minor + 1}.0" if bump == "minor" else f"{major}.{minor}.{patch + 1}"
+
+
+def export_mcp_tool_contracts(advertised: Iterable[Any], directory: str | Path) -> list[Path]:
+    """Pin the contracts of MCP tools (``<server>.<tool>``) as their servers advertise them.
+
+    A tool without a pinned file gets its advertised contract. A pinned tool whose server
+    still matches the pin (cosmetic changes aside) keeps its file as written (descriptions,
+    errors, permissions you edited stay); one whose schemas changed gets the new schemas
+    under the pin's other fields, with the version bump the change needs (a removed or
+    narrowed field: major). Returns the files written.
+    """
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for contract in sorted(advertised, key=lambda c: c.name):
+        path = directory / f"{contract.name}.yaml"
+        if path.exists():
+            pinned = load_tool_contract(path)
+            changes = _schema_changes(pinned, contract)
+            if not changes:
+                continue
+            contract = pinned.model_copy(update={
+                "input_schema": contract.input_schema, "output_schema": contract.output_schema,
+                "version": _bumped(pinned.version, required_bump(changes))})
+        path.write_text(dump_tool_contract(contract), encoding="utf-8")
+        written.append(path)
+    return written
+
+
+def check_mcp_tool_contracts(advertised: Iterable[Any], directory: str | Path) -> int:
+    """Check that every advertised MCP tool has a pinned contract its server still matches;
+    returns how many were checked.
+
+    Raises:
+        ContractCheckFailed: one line per tool without a pin, or whose server drifted from it.
+    """
+    directory = Path(directory)
+    problems: list[str] = []
+    count = 0
+    for contract in sorted(advertised, key=lambda c: c.name):
+        count += 1
+        path = directory / f"{contract.name}.yaml"
+        if not path.exists():
+            problems.append(f"tool {contract.name}: no pinned contract at {path}; run "
+                            "'hermes-fsm contracts export' (it pins what the server advertises) "
+                            "and commit it")
+            continue
+        try:
+            pinned = load_tool_contract(path)
+        except ContractError as exc:
+            problems.append(str(exc))
+            continue
+        changes = _schema_changes(pinned, contract)
+        if changes:
+            lines = "; ".join(f"{c.path or '(root)'}: {c.detail} (needs a {c.bump} bump)"
+                              for c in changes[:5])
+            problems.append(f"{path}: the server's {contract.name} drifted from its pinned "
+                            f"contract {pinned.version}: {lines}; run 'hermes-fsm contracts "
+                            "export' to re-pin it (with the version bump) and commit it")
+    if problems:
+        raise ContractCheckFailed(problems)
+    return count

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from hermes_fsm.graph.model import Graph
 from hermes_fsm.viz.diagram import Edge
@@ -222,7 +222,30 @@ def layout_graph(
     _route_lanes(layout, rows, labels, label_size, placed)
     _route_sides(layout, labels, label_size, placed)
     _route_downs(layout, labels, label_size, placed)
+    _separate_labels(layout)
     return layout
+
+
+def _separate_labels(layout: Layout, step: float = 6.0, reach: int = 12) -> None:
+    """Move each label that overlaps an earlier one (or a box) to the nearest free spot
+    around it (up or down along its edge first, then sideways), so no two condition labels
+    are drawn over each other; one with no free spot near stays where it was."""
+    boxes = [(b.x, b.y, b.x + b.w, b.y + b.h) for b in layout.boxes.values()]
+    kept: list[tuple[float, float, float, float]] = []
+    for route in layout.routes:
+        label = route.label
+        if label is None:
+            continue
+        shifts = sorted(((dx, k * step) for k in range(-reach, reach + 1)
+                         for dx in (0.0, label.w / 2 + 4.0, -label.w / 2 - 4.0)),
+                        key=lambda d: (abs(d[0]) > 0, abs(d[1]), d[1] < 0, d[0] < 0))
+        for dx, dy in shifts:
+            moved = replace(label, x=label.x + dx, y=label.y + dy)
+            rect = moved.rect()
+            if not any(_overlaps(rect, other) for other in (*kept, *boxes)):
+                route.label = label = moved
+                break
+        kept.append(label.rect())
 
 
 def _place_rows(

@@ -103,8 +103,9 @@ def overlay_from_events(events: Iterable[Any]) -> Overlay:
             visits[event.state] += 1
             if event.trigger in DRAWN_KINDS:
                 edges[(event.source, event.state, event.trigger)] += 1
-            elif event.trigger == "abort":
+            elif event.trigger == "abort":  # drawn only where it happened (svg.py)
                 aborts[event.source] += 1
+                edges[(event.source, event.state, "abort")] += 1
         elif kind == "state_exited":
             time_ms[event.state] = time_ms.get(event.state, 0.0) + event.duration_ms
         elif kind == "retry":

@@ -52,10 +52,11 @@ EDGE_STYLES: dict[str, dict[str, str]] = {
     # compensation steps of a recording (tools/compensation.py), drawn only when they ran
     "status": {"stroke": "#6a1b9a", "stroke-width": "1.4", "stroke-dasharray": "2 3"},
     "compensate": {"stroke": "#6a1b9a", "stroke-width": "1.8", "stroke-dasharray": "8 3"},
+    "abort": {"stroke": "#6a1b9a", "stroke-width": "1.6", "stroke-dasharray": "2 3"},
 }
 """How each edge kind is stroked (the same colours as the Mermaid and DOT diagrams)."""
 
-_MARKERS = {"done": "#455a64", "retry": "#ef6c00", "fail": "#c62828"}
+_MARKERS = {"done": "#455a64", "retry": "#ef6c00", "fail": "#c62828", "abort": "#6a1b9a"}
 _NAME_SIZE, _INFO_SIZE = 13.0, 11.0
 _TITLE_H = 34.0
 _MARGIN = 16.0
@@ -74,12 +75,16 @@ def edge_label_lines(label: str, width: int = 30) -> list[str]:
     lines: list[str] = []
     for part in parts:
         line = ""
-        for word in part.split(" "):
-            if line and len(line) + 1 + len(word) > width:
+        # a long dotted name (a handler's path) breaks after its dots
+        words = [w for word in part.split(" ") for w in (
+            re.findall(r"[^.]+\.?|\.", word) if len(word) > width else [word])]
+        for word in words:
+            glue = "" if line.endswith(".") else " "
+            if line and len(line) + len(glue) + len(word) > width:
                 lines.append(line)
                 line = word
             else:
-                line = f"{line} {word}" if line else word
+                line = f"{line}{glue}{word}" if line else word
         lines.append(line)
     return lines
 
@@ -250,6 +255,16 @@ def _note(graph: Graph, overlay: Overlay | None, x: float, y: float) -> tuple[st
     return "".join(out), y + 26.0
 
 
+def _abort_edges(graph: Graph, overlay: Overlay | None) -> list[Edge]:
+    """The ``abort`` edges that ran (the turn budget ran out in that state), drawn as edges
+    of their own; the ones that did not run stay summarised in the note."""
+    if overlay is None:
+        return []
+    return [Edge(source, dest, "abort", f"abort (turn budget {graph.budget_s:g}s)")
+            for (source, dest, kind) in sorted(overlay.edges)
+            if kind == "abort" and source in graph.states and dest in graph.states]
+
+
 def _markers() -> str:
     parts = ["<defs>"]
     for kind, color in _MARKERS.items():
@@ -279,7 +294,7 @@ def to_svg(graph: Graph, overlay: Overlay | None = None, *, standalone: bool = T
         standalone: a complete SVG file (XML declaration, namespace); ``False`` for an
             ``<svg>`` element to inline in an HTML page.
     """
-    drawn = edges(graph) + _compensation_edges(graph, overlay)
+    drawn = edges(graph) + _compensation_edges(graph, overlay) + _abort_edges(graph, overlay)
     lines = {name: _state_lines(graph, name, overlay) for name in graph.states}
     labels: list[list[str]] = []
     for e in drawn:

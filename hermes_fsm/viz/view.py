@@ -20,6 +20,7 @@ import json
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from pathlib import PurePath
 from typing import Any
 
 from hermes_fsm.conversation.graph import Conversation, apply_ops
@@ -131,13 +132,19 @@ def _page(title: str, body: Sequence[str], script: str = "") -> str:
     return "\n".join(parts) + "\n"
 
 
+def _shown_path(path: str | None) -> str:
+    """A graph file as the page shows it: its name only, never an absolute path (a page is
+    shared; where a file lived on the recording machine is nobody's business)."""
+    return PurePath(path).name if path else ""
+
+
 def render_graph_html(graph: Graph) -> str:
     """The graph alone as a self-contained HTML page (``hermes-fsm graph --format html``)."""
     body = [
         '<header class="top">',
         f"<h1>{escape(graph.name)} <span class=\"muted\">{escape(graph.version)}</span></h1>",
         f'<p class="muted">{escape(graph.description)}</p>' if graph.description else "",
-        f'<p class="meta">graph file <code>{escape(graph.path)}</code> · hash '
+        f'<p class="meta">graph file <code>{escape(_shown_path(graph.path))}</code> · hash '
         f"<code>{escape(graph.content_hash)}</code> · {len(graph.states)} states</p>",
         "</header>",
         '<main class="graph-only"><section class="panel graph-panel">',
@@ -153,8 +160,9 @@ def _warnings(recording: Recording, graph: Graph) -> list[str]:
     if recorded.hash != graph.content_hash:
         out.append(
             f"This recording was made with graph {recorded.name} {recorded.version} "
-            f"(hash {recorded.hash}, {recorded.path or 'path unknown'}), but the graph shown "
-            f"is {graph.name} {graph.version} (hash {graph.content_hash}, {graph.path}). "
+            f"(hash {recorded.hash}, {_shown_path(recorded.path) or 'path unknown'}), but the "
+            f"graph shown is {graph.name} {graph.version} (hash {graph.content_hash}, "
+            f"{_shown_path(graph.path)}). "
             "Edges and states may not match what ran; pass --graph with the graph file the "
             "recording was made with.")
     unknown = sorted({name for name in overlay_from_events(recording.events).states()
@@ -267,7 +275,8 @@ def _timeline(recording: Recording) -> list[str]:
             f'<tr class="step kind-{escape(event.kind)}{problem}" data-index="{index}" '
             f'data-seq="{event.seq}" data-state="{escape(state or "")}" tabindex="0">'
             f'<td class="num">{event.seq}</td><td class="num">{offset:.0f}</td>'
-            f'<td class="kind">{escape(event.kind)}</td><td>{escape(state or "")}</td>'
+            f'<td class="kind">{escape(event.kind)}</td>'
+            f'<td class="state">{escape(state or "")}</td>'
             f'<td class="summary">{escape(event_summary(event))}</td></tr>')
     rows.append("</tbody></table>")
     return rows
