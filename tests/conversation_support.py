@@ -9,7 +9,8 @@ before today); dialogues about orders run as alice.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +88,25 @@ def slot_registry(sent: list[dict[str, Any]], on_send: Callable[[str], None] | N
 
     tool.fn = recorded
     return registry
+
+
+def cli_turns(data_dir: Path, session: str, texts: Sequence[str],
+              user: str = "alice") -> list[str]:
+    """Each text as its own ``hermes-fsm run`` process on one session (wall clock, the
+    embedded defaults, ``HERMES_TIMEZONE=Asia/Shanghai``); the answer lines."""
+    import shutil
+    import subprocess
+    import sys
+
+    found = shutil.which("hermes-fsm") or str(Path(sys.executable).with_name("hermes-fsm"))
+    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_CONFIG", "HERMES_GRAPH")}
+    env.update(HERMES_DATA_DIR=str(data_dir), HERMES_TIMEZONE="Asia/Shanghai",
+               PYTHONIOENCODING="utf-8")
+    answers = []
+    for text in texts:
+        done = subprocess.run([found, "run", "--session", session, "--user", user, text],
+                              capture_output=True, text=True, encoding="utf-8", env=env,
+                              timeout=120, check=True)
+        [line] = [x for x in done.stdout.splitlines() if x.startswith("answer: ")]
+        answers.append(line.removeprefix("answer: "))
+    return answers

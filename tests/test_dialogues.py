@@ -53,3 +53,33 @@ async def test_dialogue(dialogue: dict[str, Any]) -> None:
     for score in scores:
         problems.extend(score.problems)
     assert not problems, "\n".join(problems)
+
+
+# The dialogues that run on the embedded defaults' brain and tools (setup ``demo``), one
+# ``hermes-fsm run`` process a turn on one session: the conversation graph survives the
+# process boundary (each process rebuilds the session from the SQLite store).
+CLI_SAMPLE = [d for d in ALL if d.get("setup", "demo") == "demo" and d["id"] not in GAPS
+              and all("after" not in t and "session" not in t for t in d["turns"])]
+
+
+@pytest.mark.parametrize("dialogue", [pytest.param(d, id=d["id"]) for d in CLI_SAMPLE[:2]])
+def test_a_sample_of_dialogues_as_separate_cli_processes(dialogue: dict[str, Any],
+                                                         tmp_path: Any) -> None:
+    from tests.conversation_support import cli_turns
+
+    turns = dialogue["turns"]
+    answers = cli_turns(tmp_path, f"cli-{dialogue['id']}", [t["say"] for t in turns],
+                        user=dialogue.get("user") or "alice")
+    problems = []
+    for n, (turn, answer) in enumerate(zip(turns, answers, strict=True), 1):
+        problems += [f"turn {n} ({turn['say']!r}): answer lacks {fact!r}: {answer!r}"
+                     for fact in turn.get("answer_has", ()) if str(fact) not in answer]
+        problems += [f"turn {n} ({turn['say']!r}): answer has {fact!r}: {answer!r}"
+                     for fact in turn.get("answer_lacks", ()) if str(fact) in answer]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_cli_sample_holds_follow_ups_in_both_languages() -> None:
+    sample = CLI_SAMPLE[:2]
+    assert {d["lang"] for d in sample} == {"zh", "en"}
+    assert all(len(d["turns"]) >= 4 for d in sample)

@@ -25,6 +25,7 @@ from hermes_fsm.events.recording import load_recording, recording_text
 from hermes_fsm.memory import InProcessMemory
 from hermes_fsm.replay import Replayer
 from hermes_fsm.sources import FixedClock, SequentialIds
+from tests.conversation_support import cli_turns
 
 RECORDINGS = Path(__file__).parent / "recordings" / "seeds"
 BASE = datetime(2026, 12, 1, 2, 0, tzinfo=UTC)  # 10:00 in Shanghai, Tuesday 2026-12-01
@@ -240,29 +241,8 @@ async def test_seed003_q3_report_is_sent_after_approval(tmp_path: Path) -> None:
 # --- as separate `hermes-fsm run` processes on one session -------------------------------
 
 
-def cli_turns(data_dir: Path, texts: Sequence[str]) -> list[str]:
-    """Each text as its own ``hermes-fsm run`` process on one session (wall clock, the
-    embedded defaults, ``HERMES_TIMEZONE=Asia/Shanghai``); the answer lines."""
-    import shutil
-    import subprocess
-    import sys
-
-    found = shutil.which("hermes-fsm") or str(Path(sys.executable).with_name("hermes-fsm"))
-    env = {k: v for k, v in os.environ.items() if k not in ("HERMES_CONFIG", "HERMES_GRAPH")}
-    env.update(HERMES_DATA_DIR=str(data_dir), HERMES_TIMEZONE="Asia/Shanghai",
-               PYTHONIOENCODING="utf-8")
-    answers = []
-    for text in texts:
-        done = subprocess.run([found, "run", "--session", "seed-cli", "--user", "alice", text],
-                              capture_output=True, text=True, encoding="utf-8", env=env,
-                              timeout=120, check=True)
-        [line] = [x for x in done.stdout.splitlines() if x.startswith("answer: ")]
-        answers.append(line.removeprefix("answer: "))
-    return answers
-
-
 def test_seed_scenarios_through_the_cli_on_one_session(tmp_path: Path) -> None:
-    reminder, order, number = cli_turns(tmp_path, [
+    reminder, order, number = cli_turns(tmp_path, "seed-cli", [
         "明天上午十点提醒我带项目计划书，然后帮我看看日程安排", "我的订单还没发货，急！",
         "ORD-12345678"])
     assert "T10:00:00+08:00 提醒你带项目计划书" in reminder  # tomorrow's date: the wall clock
