@@ -235,7 +235,7 @@ def main() -> None:
     MILESTONES = tuple(int(t) for t in args.turns.split(","))
     top = MILESTONES[-1]
     configs: list[tuple[str, str, float | None, int | None, int]] = [
-        # what `serve` and the CLI run: the store has every event, the cache keeps none
+        # what `serve` runs (server_orchestrator): the store has every event, the cache keeps none
         (
             "sqlite",
             f"SQLite, cache {args.cache_mb} MiB, log 0 turns (serve)",

@@ -216,11 +216,15 @@ async def test_a_durable_session_rebuilt_from_the_store_keeps_the_window_too(sto
 
 def test_the_configuration_sets_the_bounds_and_serve_says_what_they_are():
     from hermes_fsm.config import HermesConfig, build_orchestrator
-    from hermes_fsm.server.serve import session_bound
+    from hermes_fsm.server.serve import server_orchestrator, session_bound
 
     default = build_orchestrator(HermesConfig(mcp_servers={}, sessions={"store": "memory"}))
-    assert default.session_cache.max_bytes == 64 * 2**20 and default.event_log_turns == 0
-    assert "at most 64 MiB" in session_bound(default)
+    assert default.session_cache.max_bytes == 64 * 2**20 and default.event_log_turns is None
+    served = server_orchestrator(HermesConfig(mcp_servers={}, sessions={"store": "memory"}))
+    assert served.event_log_turns == 0  # the server reads the store: no log kept
+    assert "at most 64 MiB" in session_bound(served) and "last 0 turn(s)" in session_bound(served)
+    kept = server_orchestrator(HermesConfig(mcp_servers={}, sessions={"event_log_turns": None}))
+    assert kept.event_log_turns is None  # set on purpose, even to "every turn": kept
     tuned = build_orchestrator(
         HermesConfig(
             mcp_servers={}, sessions={"store": "memory", "cache_mb": 0.5, "event_log_turns": 3}
@@ -265,9 +269,9 @@ def test_replay_on_the_command_line_prints_the_note_of_a_windowed_recording(tmp_
     assert f"note: {path}: events 1-" in printed and "event_log_turns" in printed
 
 
-async def test_a_configured_orchestrator_without_a_store_keeps_every_event_by_default():
-    """The configuration's window (0: "the store has them") must not apply when no store
-    holds the events: the in-process log is then their only copy (recordings read it)."""
+async def test_a_configured_orchestrator_keeps_every_event_by_default():
+    """``recording_text`` and other readers of the in-process log need every event (with
+    no store it is their only copy); only the server, which reads the store, keeps none."""
     from hermes_fsm.config import HermesConfig, build_orchestrator
     from hermes_fsm.memory import InProcessMemory
 

@@ -140,11 +140,6 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         if "lease" not in overrides:  # in-process; Redis when HERMES_REDIS_URL
             kwargs["lease"] = build_lease(config)
     kwargs.update(overrides)
-    if kwargs.get("store") is None and "event_log_turns" not in config.sessions.model_fields_set:
-        # no store holds the events: the in-process log is the only copy (recordings,
-        # replay and view read it), so the default window (0: "the store has them") would
-        # lose them; a window set on purpose is kept (the rest is in the recording, if any)
-        kwargs["event_log_turns"] = None
     if traced:  # spans of turns, states and brain calls (hermes_fsm.engine.tracing)
         from hermes_fsm.engine.tracing import TurnTracer, traced_brain
 

@@ -209,8 +209,9 @@ class SessionsConfig(_Strict):
     Memory per session: ``cache_mb`` bounds the sessions a process caches over its store
     (LRU by size; an evicted one is rebuilt from the store at its next turn; ``null``:
     unbounded); ``event_log_turns`` keeps that many turns in each cached session's
-    in-process event log (default 0: the store has every event, and the server and the
-    CLI read them there; ``null``: every turn this process ran).
+    in-process event log (default ``null``: every turn this process ran, which
+    ``recording_text`` and other readers of the in-process log need; ``hermes-fsm serve``
+    defaults to 0, since the server reads the store, which has every event).
     """
 
     store: Literal["auto", "memory", "sqlite", "postgres"] = "auto"
@@ -219,7 +220,7 @@ class SessionsConfig(_Strict):
     lease: Literal["auto", "local", "redis"] = "auto"
     lease_ttl_s: float = Field(default=10.0, gt=0.0)
     cache_mb: float | None = Field(default=64.0, gt=0.0)
-    event_log_turns: int | None = Field(default=0, ge=0)
+    event_log_turns: int | None = Field(default=None, ge=0)
 
 
 class SandboxConfig(_Strict):

@@ -20,6 +20,21 @@ from hermes_fsm.server.app import create_app
 __all__ = ["serve", "session_bound"]
 
 
+SERVER_EVENT_LOG_TURNS = 0
+"""The server's default ``sessions.event_log_turns``: it reads a session's events from the
+store (view, replay, ``events?after=SEQ``), so a cached session keeps none of its log and
+its memory stays flat in the number of turns (bench/session_memory.py)."""
+
+
+def server_orchestrator(config: HermesConfig) -> Any:
+    """The orchestrator ``serve`` runs: the configuration's, with the server's event-log
+    window (:data:`SERVER_EVENT_LOG_TURNS`) unless ``sessions.event_log_turns`` is set."""
+    window: dict[str, Any] = {}
+    if "event_log_turns" not in config.sessions.model_fields_set:
+        window["event_log_turns"] = SERVER_EVENT_LOG_TURNS
+    return build_orchestrator(config, **window)
+
+
 def session_bound(orchestrator: Any) -> str:
     """What bounds the memory the server's sessions hold, in words (printed at start)."""
     cache = orchestrator.session_cache
@@ -59,7 +74,7 @@ def serve(config: HermesConfig, *, host: str | None = None, port: int | None = N
         raise UsageError(f"refusing to serve on {host} without authentication: set "
                          "server.tokens in the config (or HERMES_SERVER_TOKENS="
                          "'token=user,...'), or listen on 127.0.0.1")
-    orchestrator = build_orchestrator(config)
+    orchestrator = server_orchestrator(config)
     app: Any = create_app(orchestrator, tokens=tokens)
     if configure_telemetry(config):  # telemetry: on: each request a root span
         from hermes_fsm.server.tracing import TracedApp
