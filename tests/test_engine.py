@@ -228,7 +228,7 @@ async def test_retry_backoff_follows_the_policy(make_orchestrator):
 
 async def test_the_turn_budget_forces_idle_with_a_partial_answer(make_orchestrator):
     # the budget must outlast the states before RESPONSE on a loaded CI machine (0.1 s did
-    # not: cut in PLANNING after 475 ms, the first turn of the process paying lazy imports);
+    # not: cut in PLANNING after 475 ms in one CI run, cause not established);
     # RESPONSE hangs until it runs out
     graph = graph_with({"RESPONSE": {"timeout_s": 60}}, budget_s=1.5)
     brain = ScriptedBrain(happy_script(response=[HANG]))
