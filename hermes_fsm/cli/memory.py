@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
@@ -124,18 +125,14 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
                 items = await memory.items(args.user)
                 if not args.all:
                     items = [i for i in items if i.status == "active"]
-            for item in items:
-                if args.json:
-                    payload = item.to_payload()
-                    payload["score"] = item.score
-                    out.write(json.dumps(payload, ensure_ascii=False) + "\n")
-                else:
-                    score = f"  score {item.score:.3f}" if item.score is not None else ""
-                    said = f"  said: {item.text!r}" if args.action == "show" and item.text else ""
-                    out.write(f"[{item.created_at:%Y-%m-%d}] {item.status:<10} {item.key}: "
-                              f"{item.value} (confidence {item.confidence:.2f}){score}{said}\n")
-            if not args.json:
-                out.write(f"{len(items)} item(s) for user {args.user!r}\n")
+            def line(item: Any) -> str:
+                score = f"  score {item.score:.3f}" if item.score is not None else ""
+                said = f"  said: {item.text!r}" if args.action == "show" and item.text else ""
+                return (f"[{item.created_at:%Y-%m-%d}] {item.status:<10} {item.key}: "
+                        f"{item.value} (confidence {item.confidence:.2f}){score}{said}")
+
+            _write_items(out, items, args, "", lambda item: {**item.to_payload(),
+                                                             "score": item.score}, line)
             return 0
         finally:
             await memory.close()
@@ -185,18 +182,23 @@ async def _archive(memory: Any, archive: Any, args: argparse.Namespace, out: Tex
                                      "the archive")
                 items = await memory.restore(args.user, archive, wanted)
                 verb = "restored"
-        for item in items:
-            if args.json:
-                out.write(json.dumps({**item.to_payload(), "action": verb},
-                                     ensure_ascii=False) + "\n")
-            else:
-                out.write(f"{item.item_id}  [{item.created_at:%Y-%m-%d}] {item.status:<10} "
-                          f"{item.key}: {item.value}\n")
-        if not args.json:
-            out.write(f"{len(items)} item(s) {verb} for user {args.user!r}\n")
+        _write_items(out, items, args, f" {verb}",
+                     lambda item: {**item.to_payload(), "action": verb},
+                     lambda item: (f"{item.item_id}  [{item.created_at:%Y-%m-%d}] "
+                                   f"{item.status:<10} {item.key}: {item.value}"))
         return 0
     finally:
         await archive.close()
+
+
+def _write_items(out: TextIO, items: list[Any], args: argparse.Namespace, verb: str,
+                 payload: Callable[[Any], dict[str, Any]], line: Callable[[Any], str]) -> None:
+    """Memory items a line each (``--json``: an object each), then the count (not with --json)."""
+    for item in items:
+        out.write((json.dumps(payload(item), ensure_ascii=False) if args.json else line(item))
+                  + "\n")
+    if not args.json:
+        out.write(f"{len(items)} item(s){verb} for user {args.user!r}\n")
 
 
 def _confirmed(args: argparse.Namespace, question: str, stdin: TextIO | None,

@@ -183,6 +183,19 @@ def export_tool_contracts(registry: Any, directory: str | Path,
         directory, force)
 
 
+def _load_pin(path: Path, name: str, problems: list[str], how: str) -> Any:
+    """The pinned contract at ``path``, or None with the problem appended (missing or bad)."""
+    if not path.exists():
+        problems.append(f"tool {name}: no pinned contract at {path}; run "
+                        f"'hermes-fsm contracts export'{how} and commit it")
+        return None
+    try:
+        return load_tool_contract(path)
+    except ContractError as exc:
+        problems.append(str(exc))
+        return None
+
+
 def check_tool_contracts(registry: Any, directory: str | Path) -> int:
     """Check the pinned tool contracts against the local tools; returns how many were checked.
 
@@ -199,14 +212,8 @@ def check_tool_contracts(registry: Any, directory: str | Path) -> int:
     local = {t.name: t for t in registry.tools() if t.source == "local"}
     for name, tool in sorted(local.items()):
         path = directory / f"{name}.yaml"
-        if not path.exists():
-            problems.append(f"tool {name}: no pinned contract at {path}; run "
-                            "'hermes-fsm contracts export' and commit it")
-            continue
-        try:
-            pinned = load_tool_contract(path)
-        except ContractError as exc:
-            problems.append(str(exc))
+        pinned = _load_pin(path, name, problems, "")
+        if pinned is None:
             continue
         if path.read_text(encoding="utf-8") == dump_tool_contract(tool.contract):
             continue
@@ -290,15 +297,9 @@ def check_mcp_tool_contracts(advertised: Iterable[Any], directory: str | Path) -
     for contract in sorted(advertised, key=lambda c: c.name):
         count += 1
         path = directory / f"{contract.name}.yaml"
-        if not path.exists():
-            problems.append(f"tool {contract.name}: no pinned contract at {path}; run "
-                            "'hermes-fsm contracts export' (it pins what the server advertises) "
-                            "and commit it")
-            continue
-        try:
-            pinned = load_tool_contract(path)
-        except ContractError as exc:
-            problems.append(str(exc))
+        pinned = _load_pin(path, contract.name, problems,
+                           " (it pins what the server advertises)")
+        if pinned is None:
             continue
         changes = _schema_changes(pinned, contract)
         if changes:
