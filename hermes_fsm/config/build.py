@@ -34,7 +34,6 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_fsm.brain.brain_set import BrainSet
-from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config.budgets import apply_budgets, apply_state_brains
@@ -71,6 +70,10 @@ def build_brain(config: HermesConfig) -> Brain:
 
 def _one_brain(config: BrainConfig, timezone: str | None) -> Brain:
     if config.kind == "openai":
+        # httpx (and its CLI's rich and click) only for a configuration that names a model
+        # server: the embedded rules brain's process does without (issue 19)
+        from hermes_fsm.brain.openai import OpenAIBrain
+
         return OpenAIBrain.from_config(config, timezone=timezone)
     if config.rules_file is not None:
         return RulesBrain.from_file(config.rules_file, timezone=timezone)
