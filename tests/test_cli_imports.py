@@ -27,8 +27,10 @@ TURN_MACHINERY = ("mcp", "hermes_fsm.engine.orchestrator", "hermes_fsm.config.bu
                   "hermes_fsm.server.app", "starlette", "uvicorn")
 # imported only when used: cel (its package imports its own CLI: typer, prompt_toolkit, rich)
 # when a condition is first compiled; httpx (with its CLI's click and rich) for a model
-# server's brain or an MCP connection
-ON_USE = ("cel", "prompt_toolkit", "typer", "httpx")
+# server's brain or an MCP connection; the execution bus's modules for a bus.kind other than
+# none
+ON_USE = ("cel", "prompt_toolkit", "typer", "httpx", "hermes_fsm.config.bus",
+          "hermes_fsm.tools.bus.mcp")
 PROBE = """
 import contextlib, io, json, sys
 from hermes_fsm.cli.main import main
@@ -89,6 +91,7 @@ def test_a_turn_that_calls_no_mcp_tool_starts_no_mcp_server_and_imports_no_sdk(
     imported = result["imported"]
     assert isinstance(imported, list) and "mcp" not in imported
     assert "httpx" not in imported  # the rules brain calls no model server
+    assert "hermes_fsm.config.bus" not in imported  # bus.kind none: no bus modules
     assert "cel" in imported  # price_lookup's precondition ran (compiled when first loaded)
 
 
