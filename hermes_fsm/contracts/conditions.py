@@ -56,6 +56,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_fsm._internal.cel_import import cel_core
+
 if TYPE_CHECKING:
     import cel
 
@@ -164,24 +166,21 @@ class CompiledCondition:
 
 
 def _cel(context: Mapping[str, Any] | cel.Context) -> Any:
-    # a Mapping is converted; anything else is a cel.Context (cel itself is imported only
-    # when an expression is first compiled: its package imports its own CLI, with rich,
-    # typer and prompt_toolkit, about 0.15 s of a CLI process; issue 19)
+    # a Mapping is converted; anything else is a cel.Context (cel's core is imported only
+    # when an expression is first compiled, and without its package's CLI: issue 19)
     return dict(context) if isinstance(context, Mapping) else context
 
 
 def compile_cel(source: str) -> Any:
-    """``cel.compile(source)``; the first call imports ``cel``."""
-    import cel
-
-    return cel.compile(source)
+    """``cel.compile(source)``; the first call imports cel's core
+    (:mod:`hermes_fsm._internal.cel_import`)."""
+    return cel_core().compile(source)
 
 
 def cel_context(values: Mapping[str, Any]) -> cel.Context:
     """``cel.Context(values)``: converted into CEL values once, for several expressions."""
-    import cel
-
-    return cel.Context(dict(values))
+    context: cel.Context = cel_core().Context(dict(values))
+    return context
 
 
 def _render(parts: tuple[tuple[str, Any], ...], context: Mapping[str, Any] | cel.Context) -> str:
