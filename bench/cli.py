@@ -69,15 +69,22 @@ def env_for(tree: Path, data: Path) -> dict[str, str]:
     return env
 
 
-def once(tree: Path, data: Path, args: list[str]) -> tuple[float, str]:
+def once(tree: Path, data: Path, args: list[str]) -> tuple[float, str, float]:
+    """One run: wall seconds, its stdout, and the CPU seconds (user + system) of the
+    process and the children it waited for (the demo MCP server), which a loaded machine
+    inflates far less than the wall time."""
+    before = os.times()
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=tree, env=env_for(tree, data),
                           capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
+    after = os.times()
     if done.returncode != 0:
         raise SystemExit(f"{tree}: hermes-fsm {' '.join(args)} exited {done.returncode}:\n"
                          f"{done.stderr[-2000:]}")
-    return elapsed, done.stdout
+    cpu = (after.children_user + after.children_system
+           - before.children_user - before.children_system)
+    return elapsed, done.stdout, cpu
 
 
 def importtime(tree: Path, data: Path, args: list[str], top: int) -> list[str]:
@@ -152,14 +159,16 @@ def main() -> int:
             print(f"embedded store seeded with {args.store_items} items in {seeded:.1f} s "
                   f"(load {os.getloadavg()[0]:.1f})")
         times: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         turn_ms: dict[str, list[float]] = {name: [] for name in trees}
         for command in chosen:
             for name, tree in trees.items():
                 once(tree, data[name], commands[command])  # warm-up: data dir, caches
             for _ in range(args.runs):
                 for name, tree in trees.items():
-                    elapsed, out = once(tree, data[name], commands[command])
+                    elapsed, out, cpu = once(tree, data[name], commands[command])
                     times.setdefault((command, name), []).append(elapsed)
+                    cpus.setdefault((command, name), []).append(cpu)
                     if command == "run" and (m := TURN_MS.search(out)):
                         turn_ms[name].append(float(m.group(1)))
         print(f"\nwhole-process wall time, median of {args.runs} (min–max), seconds")
@@ -170,6 +179,19 @@ def main() -> int:
             medians = {}
             for name in trees:
                 values = times[(command, name)]
+                medians[name] = statistics.median(values)
+                row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
+            if "base" in trees:
+                row += f"   {medians['this'] / medians['base']:9.2f}"
+            print(row)
+        print(f"\nCPU seconds (user + system, with the children it waited for), median of "
+              f"{args.runs}")
+        print(header + ("   this/base" if "base" in trees else ""))
+        for command in chosen:
+            row = f"{command:<16}"
+            medians = {}
+            for name in trees:
+                values = cpus[(command, name)]
                 medians[name] = statistics.median(values)
                 row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
             if "base" in trees:
