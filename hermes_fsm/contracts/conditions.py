@@ -179,7 +179,8 @@ def compile_cel(source: str) -> Any:
 
 def cel_context(values: Mapping[str, Any]) -> cel.Context:
     """``cel.Context(values)``: converted into CEL values once, for several expressions."""
-    context: cel.Context = cel_core().Context(dict(values))
+    context: cel.Context = cel_core().Context(
+        values if isinstance(values, dict) else dict(values))
     return context
 
 
