@@ -16,6 +16,14 @@ between the trees, so drift in the machine's speed affects both alike. Each figu
 from ``time.perf_counter`` around ``subprocess.run`` (the process's whole life, start to
 exit). For ``run`` it also prints the turn's own ``completed in … ms`` line and how long
 loading the embedder takes in a process of its own.
+
+``--store-items N`` (issue 17's first-turn figure) first writes N memory items into each
+tree's embedded store (``bench/memory.py --seed-store``, with the embedded default
+embedder, users ``user-0`` … ``user-99``: written once, by this tree, and copied for the
+base), and ``run`` and ``memory search`` then act as ``user-1``, who owns 1 % of them::
+
+    .venv/bin/python bench/cli.py --base ../base-tree --runs 5 --store-items 10000 \
+        --commands run
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ _sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -60,15 +69,22 @@ def env_for(tree: Path, data: Path) -> dict[str, str]:
     return env
 
 
-def once(tree: Path, data: Path, args: list[str]) -> tuple[float, str]:
+def once(tree: Path, data: Path, args: list[str]) -> tuple[float, str, float]:
+    """One run: wall seconds, its stdout, and the CPU seconds (user + system) of the
+    process and the children it waited for (the demo MCP server), which a loaded machine
+    inflates far less than the wall time."""
+    before = os.times()
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", LAUNCH, *args], cwd=tree, env=env_for(tree, data),
                           capture_output=True, text=True, check=False)
     elapsed = time.perf_counter() - started
+    after = os.times()
     if done.returncode != 0:
         raise SystemExit(f"{tree}: hermes-fsm {' '.join(args)} exited {done.returncode}:\n"
                          f"{done.stderr[-2000:]}")
-    return elapsed, done.stdout
+    cpu = (after.children_user + after.children_system
+           - before.children_user - before.children_system)
+    return elapsed, done.stdout, cpu
 
 
 def importtime(tree: Path, data: Path, args: list[str], top: int) -> list[str]:
@@ -94,6 +110,20 @@ def importtime(tree: Path, data: Path, args: list[str], top: int) -> list[str]:
         f"{total / 1000:8.1f} ms  all {modules} modules"]
 
 
+def seed(data: Path, items: int) -> float:
+    """Write ``items`` memory items into the embedded store under ``data`` (this tree's
+    ``bench/memory.py --seed-store``, the embedded default embedder); seconds it took."""
+    kind = subprocess.run([sys.executable, "-c", "from hermes_fsm.memory.settings import "
+                           "EmbedderConfig; print(EmbedderConfig().kind)"], cwd=REPO,
+                          env=env_for(REPO, data), capture_output=True, text=True,
+                          check=True).stdout.strip()
+    started = time.perf_counter()
+    subprocess.run([sys.executable, str(_HERE / "memory.py"), "--seed-store", str(data), kind,
+                    "--store-items", str(items)], cwd=REPO, env=env_for(REPO, data),
+                   check=True)
+    return time.perf_counter() - started
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base", type=Path, help="a base checkout to time beside this one")
@@ -102,6 +132,9 @@ def main() -> int:
                    help=f"comma-separated, of: {', '.join(COMMANDS)}")
     p.add_argument("--importtime", action="store_true",
                    help="also print the -X importtime top entries of each command")
+    p.add_argument("--store-items", type=int, default=0, metavar="N",
+                   help="seed each tree's embedded memory store with N items first; run and "
+                        "memory search act as user-1 (default 0: an empty store, cli-user)")
     args = p.parse_args()
     trees = {"this": REPO} | ({"base": args.base.resolve()} if args.base else {})
     chosen = [c.strip() for c in args.commands.split(",")]
@@ -111,17 +144,31 @@ def main() -> int:
     load = os.getloadavg()[0]
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load {load:.1f}; "
           f"trees: " + ", ".join(f"{k}={v}" for k, v in trees.items()))
+    commands = dict(COMMANDS)
+    if args.store_items:
+        commands = {name: [*argv, "--user", "user-1"] if name in ("run", "memory search")
+                    else argv for name, argv in COMMANDS.items()}
+        commands["memory search"] = ["memory", "search", "fact", "--user", "user-1"]
     with tempfile.TemporaryDirectory(prefix="hermes-bench-cli-") as scratch:
         data = {name: Path(scratch) / name for name in trees}
+        if args.store_items:
+            seeded = seed(data["this"], args.store_items)
+            for name in trees:
+                if name != "this":
+                    shutil.copytree(data["this"], data[name])
+            print(f"embedded store seeded with {args.store_items} items in {seeded:.1f} s "
+                  f"(load {os.getloadavg()[0]:.1f})")
         times: dict[tuple[str, str], list[float]] = {}
+        cpus: dict[tuple[str, str], list[float]] = {}
         turn_ms: dict[str, list[float]] = {name: [] for name in trees}
         for command in chosen:
             for name, tree in trees.items():
-                once(tree, data[name], COMMANDS[command])  # warm-up: data dir, caches
+                once(tree, data[name], commands[command])  # warm-up: data dir, caches
             for _ in range(args.runs):
                 for name, tree in trees.items():
-                    elapsed, out = once(tree, data[name], COMMANDS[command])
+                    elapsed, out, cpu = once(tree, data[name], commands[command])
                     times.setdefault((command, name), []).append(elapsed)
+                    cpus.setdefault((command, name), []).append(cpu)
                     if command == "run" and (m := TURN_MS.search(out)):
                         turn_ms[name].append(float(m.group(1)))
         print(f"\nwhole-process wall time, median of {args.runs} (min–max), seconds")
@@ -132,6 +179,19 @@ def main() -> int:
             medians = {}
             for name in trees:
                 values = times[(command, name)]
+                medians[name] = statistics.median(values)
+                row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
+            if "base" in trees:
+                row += f"   {medians['this'] / medians['base']:9.2f}"
+            print(row)
+        print(f"\nCPU seconds (user + system, with the children it waited for), median of "
+              f"{args.runs}")
+        print(header + ("   this/base" if "base" in trees else ""))
+        for command in chosen:
+            row = f"{command:<16}"
+            medians = {}
+            for name in trees:
+                values = cpus[(command, name)]
                 medians[name] = statistics.median(values)
                 row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
             if "base" in trees:
@@ -155,8 +215,8 @@ def main() -> int:
         if args.importtime:
             for command in chosen:
                 for name, tree in trees.items():
-                    print(f"\n-X importtime, hermes-fsm {' '.join(COMMANDS[command])} ({name}):")
-                    for line in importtime(tree, data[name], COMMANDS[command], 8):
+                    print(f"\n-X importtime, hermes-fsm {' '.join(commands[command])} ({name}):")
+                    for line in importtime(tree, data[name], commands[command], 8):
                         print("  " + line)
     print(f"\nload at the end {os.getloadavg()[0]:.1f} (at the start {load:.1f})")
     return 0

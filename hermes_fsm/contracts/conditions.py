@@ -52,13 +52,18 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-import cel
 from pydantic import BaseModel, ConfigDict, Field
 
+from hermes_fsm._internal.cel_import import cel_core
+
+if TYPE_CHECKING:
+    import cel
+
 __all__ = ["CompiledCompensation", "CompiledCondition", "Condition", "ConditionFailure",
-           "Localized", "compile_compensation", "compile_conditions", "narrow_registries"]
+           "Localized", "cel_context", "compile_cel", "compile_compensation",
+           "compile_conditions", "narrow_registries"]
 
 
 class Localized(BaseModel):
@@ -161,7 +166,22 @@ class CompiledCondition:
 
 
 def _cel(context: Mapping[str, Any] | cel.Context) -> Any:
-    return context if isinstance(context, cel.Context) else dict(context)
+    # a Mapping is converted; anything else is a cel.Context (cel's core is imported only
+    # when an expression is first compiled, and without its package's CLI: issue 19)
+    return dict(context) if isinstance(context, Mapping) else context
+
+
+def compile_cel(source: str) -> Any:
+    """``cel.compile(source)``; the first call imports cel's core
+    (:mod:`hermes_fsm._internal.cel_import`)."""
+    return cel_core().compile(source)
+
+
+def cel_context(values: Mapping[str, Any]) -> cel.Context:
+    """``cel.Context(values)``: converted into CEL values once, for several expressions."""
+    context: cel.Context = cel_core().Context(
+        values if isinstance(values, dict) else dict(values))
+    return context
 
 
 def _render(parts: tuple[tuple[str, Any], ...], context: Mapping[str, Any] | cel.Context) -> str:
@@ -191,7 +211,7 @@ def _template(text: str, kind: str, where: str) -> tuple[tuple[str, Any], ...]:
     for match in _PLACEHOLDER.finditer(text):
         source = match.group(1).strip()
         try:
-            program = cel.compile(source)
+            program = compile_cel(source)
         except Exception as exc:
             raise ConditionProblem(where, f"{{{source}}} does not compile: "
                                    f"{_first_line(exc)}") from None
@@ -245,7 +265,7 @@ def compile_conditions(conditions: Sequence[Condition], input_schema: Mapping[st
     for i, condition in enumerate(conditions):
         where = f"{field}.{i}.expr"
         try:
-            program = cel.compile(condition.expr)
+            program = compile_cel(condition.expr)
         except Exception as exc:
             raise ConditionProblem(where, f"the expression does not compile: "
                                    f"{_first_line(exc)}") from None
@@ -316,7 +336,7 @@ def compile_compensation(done: str, arguments: Mapping[str, str]) -> CompiledCom
     compiled = []
     for where, source in [("done", done), *((f"arguments.{k}", v) for k, v in arguments.items())]:
         try:
-            program = cel.compile(source)
+            program = compile_cel(source)
         except Exception as exc:
             raise ConditionProblem(where, f"{source!r} does not compile: "
                                    f"{_first_line(exc)}") from None

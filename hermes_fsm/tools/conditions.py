@@ -17,13 +17,14 @@ registries a condition reads by key are narrowed to the entries it reaches
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import cel
-
-from hermes_fsm.contracts.conditions import ConditionFailure, narrow_registries
+from hermes_fsm.contracts.conditions import ConditionFailure, cel_context, narrow_registries
 from hermes_fsm.tools.calling import current_facts
 from hermes_fsm.tools.registry import Tool, ToolRegistry
+
+if TYPE_CHECKING:
+    import cel
 
 __all__ = ["SESSION_ROOTS", "postcondition_problem", "precondition_failure",
            "session_facts_read"]
@@ -65,7 +66,7 @@ def _context(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
         context["registries"] = narrow_registries(conditions, declared, context,
                                                   contract.registries)
     # converted into CEL values once for every condition, and only what they read
-    return cel.Context({k: v for k, v in context.items() if k in roots})
+    return cel_context({k: v for k, v in context.items() if k in roots})
 
 
 def precondition_failure(tool: Tool, registries: Mapping[str, Mapping[str, Any]],
