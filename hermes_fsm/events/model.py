@@ -324,6 +324,7 @@ class ToolCanaryRolledBack(_Event):
     tool: str
     candidate: str
     reason: str
+    version: str | None = None  # the candidate's contract version (the experience log's key)
 
 
 class ToolCallProgress(_Event):
