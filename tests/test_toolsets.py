@@ -81,6 +81,10 @@ def test_a_model_brain_gets_at_most_eight_tool_schemas() -> None:
     built = [e for e in seen.events if e.kind == "context_built" and e.state == "PLANNING"]
     [tools_event, *_] = offered(seen.events)
     assert built and built[0].parts["tools"] == tools_event.tokens  # what was sent
+    # the saving is in the request's context_built event too
+    assert built[0].tools_saved == tools_event.tokens_saved > 0
+    others = [e for e in seen.events if e.kind == "context_built" and e.state != "PLANNING"]
+    assert others and all(e.tools_saved == 0 for e in others)  # they carry no tools
     # the other states' requests carry no tool list to trim: no event for them
     assert {e.state for e in offered(seen.events)} == {"PLANNING"}
 

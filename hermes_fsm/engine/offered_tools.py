@@ -5,7 +5,8 @@ With toolsets configured (:mod:`hermes_fsm.tools.toolsets`, on the registry) a p
 request carries the tools of the scenario the turn's intent belongs to, the ``always``
 tools, and the tools the turn's latest plan already named; a
 :class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
-tokens that saved (counted by the context builder's counter, when there is one).
+tokens that saved (counted by the context builder's counter, when there is one); the
+request's ``context_built`` event carries the saving too (``tools_saved``).
 
 The MCP resources the turn's toolsets name (``tools.toolsets.<name>.resources``) are read
 for the planning and answering requests through the servers' ``<server>.read_resource``
@@ -27,7 +28,7 @@ from hermes_fsm.brain.prompt import tools_block
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.events.model import PromptLoaded, ResourcesRead, ToolsOffered
 
-__all__ = ["offered_tools", "with_server_context", "with_server_prompts"]
+__all__ = ["offer_tools", "offered_tools", "with_server_context", "with_server_prompts"]
 
 _PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
 
@@ -40,14 +41,22 @@ def offered_tools(
     turn: Any, described: Sequence[ToolDescription], *, plans: bool
 ) -> tuple[ToolDescription, ...]:
     """The tools of this request (``plans``: its contract plans tool calls)."""
+    return offer_tools(turn, described, plans=plans)[0]
+
+
+def offer_tools(
+    turn: Any, described: Sequence[ToolDescription], *, plans: bool
+) -> tuple[tuple[ToolDescription, ...], int]:
+    """The tools of this request and the tool tokens the toolsets saved (0 without them),
+    which the request's ``context_built`` event carries as ``tools_saved``."""
     toolsets = turn.services.tools.toolsets
     if toolsets is None or not plans:
-        return tuple(described)
+        return tuple(described), 0
     intent = _get(turn.by_contract.get("intent"), "intent_type")
     named = [_get(c, "tool_name") for c in _get(turn.by_contract.get("plan"), "tool_calls") or ()]
     choice = toolsets.select(intent, [n for n in named if isinstance(n, str)])
     if choice is None:
-        return tuple(described)
+        return tuple(described), 0
     offered = tuple(d for d in described if d.name in choice.tools)
     context = turn.services.context
     counter = getattr(context, "counter", None)
@@ -66,7 +75,7 @@ def offered_tools(
         tokens_all=every,
         tokens_saved=every - tokens,
     )
-    return offered
+    return offered, every - tokens
 
 
 async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str:

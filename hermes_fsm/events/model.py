@@ -192,7 +192,9 @@ class ContextBuilt(_Event):
     the window for the rolling ``summary`` (set only when this build changed it), written
     by ``summarizer`` (a brain's name, or ``extractive`` — with ``summary_error`` saying
     why the brain's was not used). ``overflow`` is what nothing could cut (the system
-    prompt and this turn's earlier outputs alone were over the budget).
+    prompt and this turn's earlier outputs alone were over the budget). ``tools_saved``
+    is the tool tokens the turn's toolsets kept out of the request (every permitted
+    tool's schemas less the offered ones', as ``tools_offered`` says; 0 without toolsets).
     """
 
     kind: Literal["context_built"] = "context_built"
@@ -213,6 +215,7 @@ class ContextBuilt(_Event):
     summarizer: str | None = None
     summary_error: str | None = None
     overflow: int = 0
+    tools_saved: int = 0
 
 
 class ToolsOffered(_Event):
