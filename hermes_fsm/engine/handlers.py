@@ -19,7 +19,7 @@ from hermes_fsm.contracts.states import ExecutionResults, Plan
 from hermes_fsm.engine.call_facts import call_facts
 from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
-from hermes_fsm.engine.offered_tools import offer_tools, with_server_context
+from hermes_fsm.engine.offered_tools import offer_tools, read_resources, with_server_context
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
 from hermes_fsm.tools.calling import calling_with_facts
@@ -42,6 +42,7 @@ async def ask_brain(turn: TurnContext) -> Any:
     tools, tools_saved = offer_tools(
         turn, turn.validation_context()["tool_catalog"].describe(),
         plans="tool_calls" in _schema(contract).get("properties", {}))
+    resources, resource_tokens = await read_resources(turn, contract.contract_name)
     request = BrainRequest(
         state=state.name,
         contract_name=contract.contract_name,
@@ -58,6 +59,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
         now=turn.events.data[0]["at"] if len(turn.events) else None,  # the turn's start
         conversation=turn.session.conversation,
+        resources=resources,
     )
     name = state.brain  # the graph's `brain:` of the state; its fallback for the last attempt
     if (state.fallback_brain is not None and turn.repair is not None
@@ -71,6 +73,8 @@ async def ask_brain(turn: TurnContext) -> Any:
         request, built = await context.build(turn, request, trim_tools=reads_prompts(brain))
         if tools_saved:  # the toolsets left out the other scenarios' tools
             built["tools_saved"] = tools_saved
+        if resource_tokens:  # which resources were read (their part: parts.resources)
+            built["resources"] = resource_tokens
         turn.emit(ContextBuilt, **built)
         if built.get("summary") is not None:  # it folded history into the rolling summary
             apply_fold(turn, built)  # as a session rebuilt from its events replays it

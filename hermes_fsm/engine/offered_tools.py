@@ -10,8 +10,10 @@ request's ``context_built`` event carries the saving too (``tools_saved``).
 
 The MCP resources the turn's toolsets name (``tools.toolsets.<name>.resources``) are read
 for the planning and answering requests through the servers' ``<server>.read_resource``
-tools (``mcp_servers.<server>.resources: true``) and added to the background block; a
-:class:`~hermes_fsm.events.model.ResourcesRead` event says which, and their tokens.
+tools (``mcp_servers.<server>.resources: true``) into the request's ``resources``, a part
+of the token budget of its own (``parts.resources`` and ``resources`` by URI in the
+request's ``context_built``); a :class:`~hermes_fsm.events.model.ResourcesRead` event
+says which, and their tokens.
 
 A server prompt (:mod:`hermes_fsm.tools.server_prompts`) whose intents name the turn's
 intent is fetched from its server for the planning and answering requests and added to
@@ -28,7 +30,8 @@ from hermes_fsm.brain.prompt import tools_block
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.events.model import PromptLoaded, ResourcesRead, ToolsOffered
 
-__all__ = ["offer_tools", "offered_tools", "with_server_context", "with_server_prompts"]
+__all__ = ["offer_tools", "offered_tools", "read_resources", "with_server_context",
+           "with_server_prompts"]
 
 _PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
 
@@ -133,10 +136,9 @@ async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str
 
 
 async def with_server_context(turn: Any, contract_name: str, memory: str) -> str:
-    """``memory`` with the turn's toolsets' resources and its intent's server prompts."""
-    return await with_server_prompts(
-        turn, contract_name, await with_resources(turn, contract_name, memory)
-    )
+    """``memory`` with the turn's intent's server prompts (the resources are a part of
+    their own: :func:`read_resources`)."""
+    return await with_server_prompts(turn, contract_name, memory)
 
 
 def _reader(registry: Any, uri: str) -> Any:
@@ -149,15 +151,17 @@ def _reader(registry: Any, uri: str) -> Any:
     return None
 
 
-async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
-    """``memory`` with the resources the turn's toolsets name (see the module docs)."""
+async def read_resources(turn: Any, contract_name: str) -> tuple[str, dict[str, int]]:
+    """The resources the turn's toolsets name, read for this request (see the module
+    docs): their ``Reference URI:`` blocks as one text (the request's ``resources``, a
+    part of the token budget of its own), and their tokens by URI."""
     registry = turn.services.tools
     toolsets = registry.toolsets
     if toolsets is None or contract_name not in _PROMPTED:
-        return memory
+        return "", {}
     choice = toolsets.select(_get(turn.by_contract.get("intent"), "intent_type"))
     if choice is None or not choice.resources:
-        return memory
+        return "", {}
     counter = getattr(turn.services.context, "counter", None)
     blocks: list[str] = []
     tokens: dict[str, int] = {}
@@ -186,6 +190,4 @@ async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
         tokens=tokens,
         errors=errors,
     )
-    if not blocks:
-        return memory
-    return "\n\n".join([*blocks, memory] if memory else blocks)
+    return "\n\n".join(blocks), tokens

@@ -184,7 +184,8 @@ class ContextBuilt(_Event):
 
     One per brain request (state attempt that asks the brain), just before ``brain_call``.
     ``parts`` are tokens per part as sent (``system``, ``summary``, ``history``,
-    ``memory``, ``tools``, ``steps``, ``input``), measured by ``counter``; ``caps`` are
+    ``memory``, ``resources``, ``tools``, ``steps``, ``input``), measured by ``counter``;
+    ``resources`` names the MCP resources read into the request, with their tokens; ``caps`` are
     the tokens each trimmable part was allowed this time (``summary`` + ``history`` share
     the ``history`` cap); ``budget`` is ``window - reserved_output``. ``dropped`` counts
     what this request left out per part (history messages, memory lines, tools — named in
@@ -216,6 +217,7 @@ class ContextBuilt(_Event):
     summary_error: str | None = None
     overflow: int = 0
     tools_saved: int = 0
+    resources: dict[str, int] = Field(default_factory=dict)
 
 
 class ToolsOffered(_Event):
@@ -253,8 +255,9 @@ class PromptLoaded(_Event):
 
 class ResourcesRead(_Event):
     """MCP resources read into a brain request because the turn's toolset names them
-    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (part of the request's
-    memory block in the budget), and per URI the ``errors`` that kept one out."""
+    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (the request's
+    ``resources`` part of the budget, as its ``context_built`` says), and per URI the
+    ``errors`` that kept one out."""
 
     kind: Literal["resources_read"] = "resources_read"
     state: str
