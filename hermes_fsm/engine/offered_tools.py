@@ -2,8 +2,10 @@
 toolsets', and the MCP prompt templates the turn's intent loads.
 
 With toolsets configured (:mod:`hermes_fsm.tools.toolsets`, on the registry) a planning
-request carries the tools of the scenario the turn's intent belongs to, the ``always``
-tools, and the tools the turn's latest plan already named; a
+request carries the tools of the scenario the turn's intent belongs to — or, when no
+toolset serves that intent (a vague follow-up), the scenario of the session's pending
+task (the conversation graph's, :mod:`hermes_fsm.conversation`) — the ``always`` tools,
+and the tools the turn's latest plan already named; a
 :class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
 tokens that saved (counted by the context builder's counter, when there is one); the
 request's ``context_built`` event carries the saving too (``tools_saved``).
@@ -24,6 +26,7 @@ the request's background block (so the token budget counts it with memory); a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from hermes_fsm.brain.prompt import tools_block
@@ -57,7 +60,7 @@ def offer_tools(
         return tuple(described), 0
     intent = _get(turn.by_contract.get("intent"), "intent_type")
     named = [_get(c, "tool_name") for c in _get(turn.by_contract.get("plan"), "tool_calls") or ()]
-    choice = toolsets.select(intent, [n for n in named if isinstance(n, str)])
+    choice, task = choose_toolsets(turn, toolsets, intent, [n for n in named if isinstance(n, str)])
     if choice is None:
         return tuple(described), 0
     offered = tuple(d for d in described if d.name in choice.tools)
@@ -71,6 +74,7 @@ def offer_tools(
         ToolsOffered,
         state=turn.state.name,
         intent=intent,
+        pending_task=task,
         toolsets=list(choice.toolsets),
         offered=[d.name for d in offered],
         left_out=len(described) - len(offered),
@@ -79,6 +83,39 @@ def offer_tools(
         tokens_saved=every - tokens,
     )
     return offered, every - tokens
+
+
+def pending_task(turn: Any) -> Any:
+    """The session's pending task (the conversation graph's, not expired at the turn's
+    start), or ``None``."""
+    session = getattr(turn, "session", None)
+    conversation = getattr(session, "conversation", None)
+    if conversation is None or not getattr(conversation, "tasks", None):
+        return None
+    events = turn.events
+    now = events.data[0]["at"] if len(events) else None
+    if isinstance(now, str):
+        now = datetime.fromisoformat(now)
+    return conversation.pending(now) if now is not None else conversation.tasks[-1]
+
+
+def choose_toolsets(
+    turn: Any, toolsets: Any, intent: str | None, named: Sequence[str] = ()
+) -> tuple[Any, str | None]:
+    """The toolsets of the turn's ``intent``; when none serves it (a vague follow-up: "and
+    the other one?"), those of the session's pending task's intent (its tool offered
+    too). Returns the choice (``None``: every tool) and the pending task's id when it
+    decided."""
+    choice = toolsets.select(intent, named)
+    if choice is not None:
+        return choice, None
+    task = pending_task(turn)
+    if task is None or task.intent_type == intent:
+        return None, None
+    extra = [*named, task.tool] if task.tool else list(named)
+    extra += [str(c.get("tool_name")) for c in task.plan if c.get("tool_name")]
+    choice = toolsets.select(task.intent_type, extra)
+    return (choice, task.id) if choice is not None else (None, None)
 
 
 async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str:
@@ -159,7 +196,8 @@ async def read_resources(turn: Any, contract_name: str) -> tuple[str, dict[str, 
     toolsets = registry.toolsets
     if toolsets is None or contract_name not in _PROMPTED:
         return "", {}
-    choice = toolsets.select(_get(turn.by_contract.get("intent"), "intent_type"))
+    choice, _ = choose_toolsets(turn, toolsets, _get(turn.by_contract.get("intent"),
+                                                     "intent_type"))
     if choice is None or not choice.resources:
         return "", {}
     counter = getattr(turn.services.context, "counter", None)

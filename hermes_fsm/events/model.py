@@ -222,7 +222,8 @@ class ContextBuilt(_Event):
 
 class ToolsOffered(_Event):
     """Which tools a planning request carried when toolsets are configured
-    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent``, the
+    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent`` (or,
+    when none serves it, for the session's pending task, whose id ``pending_task`` is), the
     tools ``offered``, how many were ``left_out``, and the tools block's tokens with them
     (``tokens``) and with every tool (``tokens_all``); ``tokens_saved`` is the difference.
     Emitted just before the request's ``context_built``."""
@@ -230,6 +231,7 @@ class ToolsOffered(_Event):
     kind: Literal["tools_offered"] = "tools_offered"
     state: str
     intent: str | None = None
+    pending_task: str | None = None  # set when the pending task's intent chose the toolsets
     toolsets: list[str] = Field(default_factory=list)
     offered: list[str] = Field(default_factory=list)
     left_out: int = 0
