@@ -5,12 +5,17 @@ and a process judges each version by the calls of every process."""
 
 from __future__ import annotations
 
+import asyncio
+import io
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from hermes_fsm.cli.main import main
 from hermes_fsm.cli.tools import tool_record
 from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import HermesConfig
@@ -28,16 +33,20 @@ STABLE_VERSION = "1.1.0"
 
 
 def config(tmp_path: Any, kind: str, schema: str) -> HermesConfig:
+    return HermesConfig.model_validate(config_data(tmp_path, kind, schema))
+
+
+def config_data(tmp_path: Any, kind: str, schema: str) -> dict[str, Any]:
     memory: dict[str, Any] = {"data_dir": str(tmp_path)}
     if kind == "postgres":
         memory.update(postgres_url=PG_URL, postgres_schema=schema)
-    return HermesConfig.model_validate({
+    return {
         "mcp_servers": {}, "sessions": {"store": "memory"}, "memory": memory,
         "tools": {"local": ["tests.canary_tools:registry"], "demo": True,
                   "breaker": {"experience": {"enabled": False}},
                   "canaries": {"inventory_lookup": {
                       "candidate": "inventory_lookup_v2", "share": 1.0, "margin": 0.2,
-                      "window": 10, "min_calls": 3, "refresh_s": 0}}}})
+                      "window": 10, "min_calls": 3, "refresh_s": 0}}}}
 
 
 async def store_log(tmp_path: Any, kind: str, schema: str) -> Any:
@@ -54,6 +63,9 @@ async def store_log(tmp_path: Any, kind: str, schema: str) -> Any:
 async def shared(request: Any, tmp_path: Any) -> Any:
     schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
     log = await store_log(tmp_path, request.param, schema)
+    path = tmp_path / "hermes.yaml"  # the same configuration, for the CLI
+    path.write_text(yaml.safe_dump(config_data(tmp_path, request.param, schema)),
+                    encoding="utf-8")
     yield log, config(tmp_path, request.param, schema)
     if hasattr(log, "drop_schema"):
         await log.drop_schema()
@@ -68,8 +80,10 @@ def rollbacks(result: Any) -> list[Any]:
     return [e for e in result.events if e.kind == "tool_canary_rolled_back"]
 
 
-async def test_a_rollback_decided_in_one_process_holds_in_another(shared: Any) -> None:
+async def test_a_rollback_decided_in_one_process_holds_in_another(
+        shared: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     log, cfg = shared
+    monkeypatch.delenv("HERMES_DATA_DIR", raising=False)  # the CLI reads the file's
     first = build_orchestrator(cfg, clock=FixedClock(start=T0), ids=SequentialIds())
     try:
         seen: list[Any] = []
@@ -102,6 +116,13 @@ async def test_a_rollback_decided_in_one_process_holds_in_another(shared: Any) -
         assert "ROLLED BACK" in line and CANDIDATE_VERSION in line
     finally:
         await second.aclose()
+    # and `hermes-fsm tools list`, a process of its own, reads it from the log too
+    out = io.StringIO()
+    path = Path(str(cfg.memory.data_dir)) / "hermes.yaml"
+    code = await asyncio.to_thread(main, ["--config", str(path), "tools", "list"], out)
+    assert code == 0
+    [canary_line] = [ln for ln in out.getvalue().splitlines() if ln.startswith("  canary ")]
+    assert "ROLLED BACK" in canary_line and "experience log" in canary_line
 
 
 def calls(n: int, version: str, ok: bool) -> list[Experience]:

@@ -197,8 +197,10 @@ async def refresh(canary: Canary, log: Any, stable_version: str, candidate_versi
                                             canary.window)
     except Exception:  # the log is away: what is known holds
         return None
+    held = None
     if health.rolled_back is not None and health.rolled_back[0] == candidate_version:
-        return health.rolled_back[1] if canary.roll_back(health.rolled_back[1]) else None
+        held = health.rolled_back[1] if canary.roll_back(health.rolled_back[1]) else None
     old, new = health.versions.get(stable_version), health.versions.get(candidate_version)
-    return canary.judge_logged((old.calls, old.failed) if old else (0, 0),
-                               (new.calls, new.failed) if new else (0, 0))
+    judged = canary.judge_logged((old.calls, old.failed) if old else (0, 0),
+                                 (new.calls, new.failed) if new else (0, 0))
+    return held or judged

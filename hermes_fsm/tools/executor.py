@@ -173,7 +173,7 @@ class ToolExecutor:
         """
         await self.registry.breaker.refresh()  # tools tripped in other processes
         if self.registry.canaries and self.registry.canary_log is not None and calls:
-            await self._refresh_canaries(calls[0][0], emit)  # versions, across processes
+            await self.refresh_canaries(calls[0][0], emit)  # versions, across processes
         with calling_as(caller):  # tools learn the user from the engine, never the model
             if len(calls) == 1 and not compensable(self.registry, calls):
                 return [await self._run_one(*calls[0], emit, caller, journal)]
@@ -276,9 +276,11 @@ class ToolExecutor:
                  version=version, candidate=candidate)
         return routed
 
-    async def _refresh_canaries(self, call_id: str, emit: Emit) -> None:
-        """Read every canary's versions from the experience log (each at most once per its
-        ``refresh_s``); emit the rollbacks that this made."""
+    async def refresh_canaries(self, call_id: str = "", emit: Emit = _no_events) -> None:
+        """Read every canary's versions from the registry's experience log (each at most
+        once per its ``refresh_s``; nothing without a log); emit the rollbacks this made."""
+        if self.registry.canary_log is None:
+            return
         registry = self.registry
         for name, canary in registry.canaries.items():
             if canary.rolled_back is not None:
