@@ -177,3 +177,29 @@ def test_a_turns_experience_carries_the_version_and_the_rollback() -> None:
     assert (call.kind, call.tool_version) == ("tool_call", "2.0.0")
     assert (rollback.kind, rollback.tool, rollback.tool_version, rollback.detail) == (
         "canary_rollback", "lookup", "2.0.0", "too many errors")
+
+
+async def test_an_experience_file_from_before_the_version_column_gains_it(tmp_path: Any) -> None:
+    import sqlite3
+
+    from hermes_fsm.memory import sqlite_experience
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)  # the schema as the four migrations before this one left it
+    for number, ddl in enumerate(sqlite_experience._MIGRATIONS[:4], start=1):
+        db.executescript(f"BEGIN; {ddl}; PRAGMA user_version={number}; COMMIT;")
+    db.execute("INSERT INTO hermes_experience (entry_id, kind, user_id, session_id, turn_id, "
+               "at, ok, tool, request, arguments, duration_ms) VALUES ('old', 'tool_call', "
+               "'u', 's', 't', 0, 1, 'lookup', '', '{}', 0)")
+    db.commit()
+    db.close()
+    log = SQLiteExperienceLog(path, HashingEmbedder())
+    try:
+        [old] = await log.entries("u")
+        assert old.tool_version is None
+        await log.record(calls(2, "2.0.0", False))
+        health = await log.version_outcomes("inventory_lookup", ["2.0.0", "1.0.0"], 10)
+        assert (health.versions["2.0.0"].calls, health.versions["2.0.0"].failed) == (2, 2)
+        assert health.versions["1.0.0"].calls == 0 and health.rolled_back is None
+    finally:
+        await log.close()
