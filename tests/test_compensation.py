@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -180,12 +181,16 @@ def test_a_compensation_with_a_bad_expression_is_refused_at_load_with_its_line()
 
 # --- on a real MCP server: the SDK demo server's returns service over stdio -------------
 
-async def _mcp_returns(timeout_s: float = 1.0) -> tuple[Any, ToolRegistry]:
+async def _mcp_returns(timeout_s: float = 1.0, *, store: str | None = None,
+                       attempts: int = 1) -> tuple[Any, ToolRegistry]:
     """The SDK demo server over stdio, its create_return pinned with a compensation (and
     timing out after ``timeout_s``: short for the hanging write, long where a slow answer
-    on a loaded machine must not read as a timeout)."""
+    on a loaded machine must not read as a timeout; its store in the file ``store``, when
+    given, so it outlives a crash of the server)."""
+    env = {"HERMES_DEMO_RETURNS_STORE": store} if store else {}
     config = MCPServerConfig(transport="stdio", command=sys.executable,
-                             args=["-m", "hermes_fsm.demo.mcp_server"], tool_timeout_s=timeout_s)
+                             args=["-m", "hermes_fsm.demo.mcp_server"], tool_timeout_s=timeout_s,
+                             env=env)
     probe = MCPConnection("demo", config, ToolRegistry())
     async with asyncio.timeout(60):
         await probe.start()
@@ -193,7 +198,7 @@ async def _mcp_returns(timeout_s: float = 1.0) -> tuple[Any, ToolRegistry]:
     await probe.aclose()
     assert contract is not None
     doc = contract.to_document()
-    doc["retry"] = {"max_attempts": 1}  # a write is not repeated on a timeout: it is checked
+    doc["retry"] = {"max_attempts": attempts}  # a write's timeout is checked, not repeated
     doc["compensation"] = {"status": "demo.query_return_status",
                            "done": "output.status == 'created'",
                            "compensate": "demo.cancel_return",
@@ -224,6 +229,35 @@ async def test_on_mcp_a_hanging_write_is_status_checked_then_compensated() -> No
     assert out["error_code"] == "TIMEOUT", out
     assert "compensated by demo.cancel_return" in out["message"]
     assert effects == [["create", "ORD-1"], ["cancel", "ORD-1"]]
+
+
+async def test_on_mcp_a_server_dying_mid_write_is_an_unknown_outcome_never_a_repeat(
+        tmp_path: Path) -> None:
+    # the server acts, then dies before answering: the request was sent, so the outcome is
+    # unknown (not a retryable SERVER_UNAVAILABLE, which a retry policy would repeat and
+    # create the return twice); the status tool, asked once the server is back, finds it
+    connection, registry = await _mcp_returns(timeout_s=20.0, store=str(tmp_path / "r.json"),
+                                              attempts=3)
+    executor = ToolExecutor(registry)
+    kinds: list[str] = []
+
+    def emit(kind: Any, **fields: Any) -> None:
+        kinds.append(kind.model_fields["kind"].default)
+
+    try:
+        await executor.execute([("f", "demo.set_return_fault",
+                                 {"order_id": "ORD-1", "fault": "die"})])
+        async with asyncio.timeout(60):
+            [out] = await executor.execute(
+                [("c1", "demo.create_return", {"order_id": "ORD-1"})], emit)
+            assert await connection.wait_ready(30)
+            effects = await _effects(executor)
+    finally:
+        await connection.aclose()
+    assert effects == [["create", "ORD-1"]], effects  # once, though 3 attempts are allowed
+    assert "tool_call_retried" not in kinds
+    assert out["success"], out  # the status tool confirmed it: created
+    assert out["output"]["status"] == "created"
 
 
 async def test_on_mcp_a_three_call_plan_whose_third_fails_undoes_two_in_reverse() -> None:

@@ -353,8 +353,8 @@ async def test_every_brain_request_is_preceded_by_its_context_built_event(
         assert event.counter == "heuristic"
         assert (event.window, event.reserved_output, event.budget) == (8192, 1024, 7168)
         assert sum(event.parts.values()) == event.used <= event.budget
-        assert set(event.parts) == {"system", "summary", "history", "memory", "tools", "steps",
-                                    "graph", "input"}
+        assert set(event.parts) == {"system", "summary", "history", "memory", "resources",
+                                    "tools", "steps", "graph", "input"}
         assert EVENT_ADAPTER.validate_json(event.model_dump_json()) == event
     planning = next(e for e in built_events(events) if e.state == "PLANNING")
     assert planning.parts["tools"] > 0 and planning.parts["steps"] > 0

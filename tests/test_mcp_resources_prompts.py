@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
+from hermes_fsm.cli.console import format_event
 from hermes_fsm.cli.main import main
 from hermes_fsm.config.settings import HermesConfig, MCPServerConfig
 from hermes_fsm.config.toolbox import Toolbox
@@ -233,9 +234,18 @@ async def test_a_scenarios_resource_is_read_into_its_requests() -> None:
     finally:
         await box.mcp.aclose()
     [plan_request, *_] = brain.requests_for("plan")
-    assert STOCK_POLICY in plan_request.memory
-    assert STOCK_POLICY in brain.requests_for("response")[0].memory
-    assert STOCK_POLICY not in brain.requests_for("intent")[0].memory
+    # a part of their own, not in the memory block
+    assert STOCK_POLICY in plan_request.resources and STOCK_POLICY not in plan_request.memory
+    assert STOCK_POLICY in brain.requests_for("response")[0].resources
+    assert not brain.requests_for("intent")[0].resources
+    built = {e.state: e for e in seen.events if e.kind == "context_built"}
+    assert set(built["PLANNING"].resources) == {"demo://stock-policy"}  # what was read
+    # the part is the block as sent: the resource and the block's header
+    assert built["PLANNING"].parts["resources"] > built["PLANNING"].resources[
+        "demo://stock-policy"] > 0
+    assert built["INTENT"].parts["resources"] == 0 and not built["INTENT"].resources
+    line = format_event(built["PLANNING"])
+    assert line is not None and "resources demo://stock-policy (" in line
     read = [e for e in seen.events if e.kind == "resources_read"]
     assert {e.state for e in read} == {"PLANNING", "RESPONSE"}
     assert all(

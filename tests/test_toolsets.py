@@ -81,6 +81,10 @@ def test_a_model_brain_gets_at_most_eight_tool_schemas() -> None:
     built = [e for e in seen.events if e.kind == "context_built" and e.state == "PLANNING"]
     [tools_event, *_] = offered(seen.events)
     assert built and built[0].parts["tools"] == tools_event.tokens  # what was sent
+    # the saving is in the request's context_built event too
+    assert built[0].tools_saved == tools_event.tokens_saved > 0
+    others = [e for e in seen.events if e.kind == "context_built" and e.state != "PLANNING"]
+    assert others and all(e.tools_saved == 0 for e in others)  # they carry no tools
     # the other states' requests carry no tool list to trim: no event for them
     assert {e.state for e in offered(seen.events)} == {"PLANNING"}
 
@@ -174,3 +178,30 @@ def test_a_recording_made_with_toolsets_and_a_canary_reruns_without_divergence()
     assert "tools_offered" in {e.kind for e in recording.events}
     result = Replayer().rerun(recording, raise_on_failure=False)
     assert result.ok and result.divergences == []
+
+
+def test_a_vague_follow_up_with_a_pending_task_gets_the_tasks_scenario_tools() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from hermes_fsm.conversation.graph import Task
+
+    vague = {"intent_type": "follow_up", "parameters": {}, "confidence": 0.6,
+             "needs_tools": True}
+    brain = ScriptedBrain(happy_script(intent=[INTENT_TOOLS, vague],
+                                       plan=[PLAN_LOOKUP, PLAN_EMPTY, PLAN_EMPTY]))
+    orchestrator = demo_orchestrator(tools=thirty_tools(), brain=brain)
+    asyncio.run(orchestrator.run_turn("s1", "How many A1001 are left?"))
+    # the office scenario's task waits for the user (an e-mail to approve, say)
+    conversation = orchestrator.sessions()["s1"].conversation
+    assert conversation is not None
+    now = datetime.now(UTC)
+    conversation.tasks.append(Task(
+        id="task_9", kind="approval", intent_type="sales_report", parameters={},
+        created_at=now.isoformat(), expires_at=(now + timedelta(days=1)).isoformat()))
+    with capture_events(orchestrator) as seen:
+        asyncio.run(orchestrator.run_turn("s1", "and what about that one?"))
+    [event] = offered(seen.events)
+    assert event.intent == "follow_up"  # no toolset serves it ...
+    assert event.toolsets == ["office"] and event.pending_task == "task_9"  # ... the task's
+    assert sorted(event.offered) == sorted(OFFICE)
+    assert sorted(t.name for t in brain.requests_for("plan")[-1].tools) == sorted(OFFICE)

@@ -96,13 +96,18 @@ def plan(*orders: str) -> dict[str, Any]:
 
 def record(*plans: dict[str, Any]) -> Any:
     """One turn per plan (each turn plans once), on one session."""
+    return parse_recording(record_text(*plans), "<test>")
+
+
+def record_text(*plans: dict[str, Any]) -> str:
+    """The recording of :func:`record` as text."""
     brain = ScriptedBrain(
         happy_script(plan=[*plans, PLAN_EMPTY], response=[{"text": "done", "evidence": []}])
     )
     orchestrator = demo_orchestrator(tools=returns(), brain=brain)
     for _ in plans:
         asyncio.run(orchestrator.run_turn("s1", "return my orders", user_id="alice"))
-    return parse_recording(recording_text(orchestrator, "s1"), "<test>")
+    return recording_text(orchestrator, "s1")
 
 
 def loop(page: str, kind: str) -> tuple[str, str] | None:
@@ -145,3 +150,32 @@ def test_a_recording_without_compensations_draws_no_such_edge() -> None:
     page = render_view(recording, load_graph(default_graph_path()))
     assert loop(page, "compensate") is None and loop(page, "status") is None
     assert 'data-kind="compensate"' not in page
+
+
+def test_mermaid_and_dot_draw_each_compensation_step_as_its_own_edge(tmp_path: Any) -> None:
+    import io
+
+    from hermes_fsm.cli.main import main
+    from hermes_fsm.viz.diagram import to_dot, to_mermaid
+
+    text = record_text(plan("ORD-1", "ORD-2", "ORD-3"), plan("ORD-9"))
+    graph = load_graph(default_graph_path())
+    overlay = overlay_from_events(parse_recording(text, "<test>").events)
+    mermaid = to_mermaid(graph, overlay)
+    undo = [ln for ln in mermaid.splitlines() if "compensate: cancel_return" in ln]
+    status = [ln for ln in mermaid.splitlines() if "status: query_return_status" in ln]
+    assert undo == ['    s_EXECUTION -.->|"compensate: cancel_return ×3"| s_EXECUTION']
+    assert status == ['    s_EXECUTION -.->|"status: query_return_status ×1"| s_EXECUTION']
+    assert mermaid.count("stroke:#6a1b9a") == 2  # each styled as a compensation step
+    dot = to_dot(graph, overlay)
+    assert dot.count('"EXECUTION" -> "EXECUTION" [label="compensate: cancel_return ×3"') == 1
+    assert dot.count('"EXECUTION" -> "EXECUTION" [label="status: query_return_status ×1"') == 1
+    # without a recording: the graph alone, no compensation edge
+    assert "cancel_return" not in to_mermaid(graph) and "cancel_return" not in to_dot(graph)
+    # hermes-fsm graph --recording FILE
+    path = tmp_path / "saga.jsonl"
+    path.write_text(text, encoding="utf-8")
+    out = io.StringIO()
+    assert main(["graph", "--format", "dot", "--recording", str(path)], out=out) == 0
+    assert 'label="compensate: cancel_return ×3"' in out.getvalue()
+

@@ -32,7 +32,7 @@ from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescript
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "history_block", "input_block", "memory_block", "outputs_block", "plans_tools",
-           "repair_message", "strip_fences", "summary_block", "summary_messages",
+           "repair_message", "resources_block", "strip_fences", "summary_block", "summary_messages",
            "system_parts", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
@@ -104,6 +104,11 @@ CONTRACT_HINTS: dict[str, str] = {
 }
 """What small models get wrong per bundled contract, said once in the system prompt (the
 contract still checks it)."""
+
+
+def resources_block(resources: str) -> str:
+    """The MCP resources read for the request, before the memory ("" for none)."""
+    return f"\n\nReference material:\n{resources}" if resources else ""
 
 
 def memory_block(memory: str) -> str:
@@ -192,7 +197,8 @@ def chat_messages(request: BrainRequest, history_limit: int | None = None
     ``request.history`` and ``request.summary`` are used as given (the context builder
     has fitted them to their budget); ``history_limit`` keeps only the last messages.
     """
-    system = system_prompt(request) + memory_block(request.memory)
+    system = (system_prompt(request) + resources_block(request.resources)
+              + memory_block(request.memory))
     history = list(request.history)
     if history_limit is not None:
         history = history[-history_limit:] if history_limit > 0 else []

@@ -168,6 +168,8 @@ class BrainRequest:
         outputs: validated outputs of this turn so far, by contract name (latest wins).
         tools: tools the brain may plan with.
         memory: recalled memory, formatted as a background block ("" when none).
+        resources: the MCP resources read for the turn's scenario, one ``Reference URI:``
+            block each ("" when none); a part of the token budget of its own.
         history: recent messages of the session, oldest first (``role``, ``content``):
             the sliding window, already cut to its token budget (:mod:`hermes_fsm.engine.context`).
         summary: the rolling summary of the messages older than ``history`` ("" when none).
@@ -198,6 +200,7 @@ class BrainRequest:
     summary: str = ""
     now: datetime | None = None
     conversation: Conversation | None = field(default=None, compare=False, repr=False)
+    resources: str = ""
 
 
 @dataclass(frozen=True, slots=True)

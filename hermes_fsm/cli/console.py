@@ -68,6 +68,11 @@ def format_event(event: Event) -> str | None:
         notes += [f"cut {part}" for part in e.truncated]
         if e.overflow:
             notes.append(f"{e.overflow} token(s) over budget")
+        if e.resources:  # MCP resources read into the request: a part of their own
+            notes.append("resources " + ", ".join(f"{uri} ({n} tokens)"
+                                                  for uri, n in e.resources.items()))
+        if e.tools_saved:
+            notes.append(f"toolsets saved {e.tools_saved} tool tokens")
         return (f"    ⧉ context {e.used}/{e.budget} tokens: {'; '.join(notes)}"
                 if notes else None)
     if kind == "turn_finished":

@@ -113,6 +113,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="mermaid or dot: diagram text; svg: a picture; html: a page "
                             "(default: mermaid)")
     graph.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
+    graph.add_argument("--recording", metavar="FILE", type=Path, default=None,
+                       help="mermaid, dot, svg: also draw the compensation steps this "
+                            "recording ran (a status query, an undo), each its own edge")
 
     contracts = sub.add_parser("contracts", parents=[common],
                                help="state contract schemas and tool contracts")
@@ -312,7 +315,13 @@ def _graph(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     from hermes_fsm.graph.loader import default_graph_path, load_graph
 
     graph = load_graph(config.graph or default_graph_path())
-    out.write(render_graph(graph, args.format))
+    overlay = None
+    if getattr(args, "recording", None) is not None:
+        from hermes_fsm.events.recording import load_recording
+        from hermes_fsm.viz.overlay import overlay_from_events
+
+        overlay = overlay_from_events(load_recording(args.recording).events)
+    out.write(render_graph(graph, args.format, overlay))
     return 0
 
 

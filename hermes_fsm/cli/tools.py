@@ -2,7 +2,9 @@
 
 ``list`` prints each tool with its source (``local`` or ``mcp:<server>``), contract
 version, side effects, whether a plan calling it waits for approval, its preconditions
-and its health (``ok``, or why it cannot be called now: server down, breaker open).
+and its health (``ok``, or why it cannot be called now: server down, breaker open); a
+canaried tool's line has each version's error rate and a rollback, as the experience log
+has them (every process's calls).
 ``show`` prints one tool's whole contract. ``call`` makes one call through the full
 executor pipeline — input schema, permissions of ``--user``, preconditions, breaker,
 timeout, retries, output schema and postconditions — and prints the output; a refused or
@@ -126,11 +128,17 @@ async def _act(args: argparse.Namespace, config: HermesConfig, arguments: dict[s
                out: TextIO) -> int:
     from hermes_fsm.config.toolbox import Toolbox
 
-    box = Toolbox.from_config(config)
+    log = None
+    if args.action == "list" and config.tools.canaries:  # their rates and rollbacks, as
+        from hermes_fsm.config.memory import build_experience_log  # every process logs them
+
+        log = build_experience_log(config.memory)
+    box = Toolbox.from_config(config, outcomes=log)
     await box.mcp.start()
     try:
         registry = box.registry
         if args.action == "list":
+            await box.executor.refresh_canaries()
             records = [tool_record(registry, t) for t in registry.tools()]
             _print_list(records, args.json, out)
             return 0
@@ -156,6 +164,8 @@ async def _act(args: argparse.Namespace, config: HermesConfig, arguments: dict[s
         return 0
     finally:
         await box.mcp.aclose()
+        if log is not None:
+            await log.close()
 
 
 def _print_list(records: list[dict[str, Any]], as_json: bool, out: TextIO) -> None:

@@ -47,6 +47,23 @@ def build_embedder(config: EmbedderConfig) -> Embedder:
     return HashingEmbedder(config.dim)
 
 
+def build_experience_log(config: MemoryConfig | None = None,
+                         embedder: Embedder | None = None) -> ExperienceLog:
+    """The experience log alone (PostgreSQL when ``postgres_url``, else SQLite at
+    ``data_dir/experience.sqlite``): what a command that only reads tool outcomes opens
+    (``tools list``: canary rates and rollbacks). ``embedder`` ranks similar requests
+    (default: the hashing one, which loads no model)."""
+    config = config or MemoryConfig()
+    embedder = embedder or HashingEmbedder()
+    if config.postgres_url:
+        from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
+
+        return PostgresExperienceLog(config.postgres_url, schema=config.postgres_schema,
+                                     embedder=embedder)
+    data_dir = Path(config.data_dir or default_data_dir()).expanduser()
+    return SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
+
+
 def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
     """Three tiers from the configuration: real services where URLs are given, else embedded.
 
@@ -87,14 +104,7 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
                   if config.domain_keys else None)
         semantic = EdgeSemanticStore(embedder.dim, data_dir / "edge", embedder=embedder.name,
                                      sealer=sealer)
-    experience: ExperienceLog
-    if config.postgres_url:
-        from hermes_fsm.memory.postgres_experience import PostgresExperienceLog
-
-        experience = PostgresExperienceLog(config.postgres_url, schema=config.postgres_schema,
-                                           embedder=embedder)
-    else:
-        experience = SQLiteExperienceLog(data_dir / "experience.sqlite", embedder)
+    experience = build_experience_log(config, embedder)
     policy = RecallPolicy(k=config.recall.k, threshold=config.recall.threshold,
                           recency_band=config.recall.recency_band,
                           ttl_days={**DEFAULT_TTL_DAYS,

@@ -159,6 +159,7 @@ class CanaryConfig(_Strict):
     min_calls: int = Field(default=20, ge=1)
     by: Literal["request", "session", "user"] = "request"
     allow_writes: bool = False
+    refresh_s: float = Field(default=5.0, ge=0.0)  # how often the experience log is read
 
 
 class ToolsetConfig(_Strict):

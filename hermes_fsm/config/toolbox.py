@@ -75,6 +75,8 @@ class Toolbox:
         registry.breaker = breaker
         for name, canary in config.tools.canaries.items():  # new versions, a share each
             registry.add_canary(Canary(name, **canary.model_dump()))
+        if config.tools.canaries and hasattr(outcomes, "version_outcomes"):
+            registry.canary_log = outcomes  # each version's error rate, across processes
         for exposed, hidden in config.tools.prefer.items():  # a local/MCP overlap: one shows
             registry.prefer(exposed, hidden)
         if config.tools.toolsets:  # planning sees the scenario's tools, not every tool

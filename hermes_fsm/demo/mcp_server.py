@@ -10,7 +10,8 @@ Tools: ``calendar_query`` (events matching a text, e.g. the next restock of a SK
 ``create_reminder``, ``count_slowly`` (reports progress), ``server_pid`` (tests kill the
 process by it), ``add_tool`` (adds a tool at run time and announces
 ``tools/list_changed``), and a returns service for compensation (``create_return``,
-which ``set_return_fault`` makes hang or fail; ``query_return_status``; ``cancel_return``,
+which ``set_return_fault`` makes hang, fail or die mid-write; its store outlives the
+server in the file ``HERMES_DEMO_RETURNS_STORE`` names; ``query_return_status``; ``cancel_return``,
 which the fault ``cancel_hang`` makes hang; ``return_effects``). Resources:
 ``demo://calendar`` (every event as JSON), ``demo://stock-policy`` (the stock policy).
 Prompts: ``plan_my_day``, ``return_request`` (退货申请). Built on ``mcp.server.MCPServer``
@@ -47,6 +48,9 @@ from hermes_fsm.demo.calendar import (
 __all__ = ["build_server", "main"]
 
 _USER_META = "hermes-fsm/user"  # hermes_fsm.tools.calling.CALLER_META
+RETURNS_STORE_ENV = "HERMES_DEMO_RETURNS_STORE"
+"""The environment variable naming the returns service's store file (unset: in memory)."""
+
 
 class Event(TypedDict):
     """A calendar entry."""
@@ -149,9 +153,21 @@ def build_server() -> MCPServer:
 
     # a returns service with its own store, for compensation (status, undo) and sagas:
     # set_return_fault tells create_return to hang (recording a pending return) or fail
-    returns: dict[str, str] = {}
+    # (kept in the JSON file HERMES_DEMO_RETURNS_STORE names, when set, so that what the
+    # service did outlives a crash of the server: fault 'die' exits it mid-write)
+    store_path = os.environ.get(RETURNS_STORE_ENV)
+    saved: dict[str, Any] = {}
+    if store_path and os.path.exists(store_path):
+        with open(store_path, encoding="utf-8") as f:
+            saved = json.load(f)
+    returns: dict[str, str] = dict(saved.get("returns", {}))
     faults: dict[str, str] = {}
-    effects: list[list[str]] = []
+    effects: list[list[str]] = [list(e) for e in saved.get("effects", [])]
+
+    def save() -> None:
+        if store_path:
+            with open(store_path, "w", encoding="utf-8") as f:
+                json.dump({"returns": returns, "effects": effects}, f)
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False))
     async def create_return(order_id: str) -> dict[str, str]:
@@ -161,6 +177,9 @@ def build_server() -> MCPServer:
             raise ValueError(f"order {order_id} cannot be returned")
         returns[order_id] = "pending" if fault == "hang" else "created"
         effects.append(["create", order_id])
+        save()
+        if fault == "die":  # acted, then died before answering (a crash mid-write)
+            os._exit(70)
         if fault == "hang":
             await asyncio.sleep(30)
         return {"order_id": order_id, "status": returns[order_id]}
@@ -177,12 +196,14 @@ def build_server() -> MCPServer:
             await asyncio.sleep(3600)
         returns.pop(order_id, None)
         effects.append(["cancel", order_id])
+        save()
         return {"order_id": order_id, "status": "cancelled"}
 
     @server.tool()
     def set_return_fault(order_id: str, fault: str) -> dict[str, str]:
-        """Make create_return for `order_id` hang, fail, or (fault 'none') work again; or
-        make cancel_return for it hang before it acts (fault 'cancel_hang')."""
+        """Make create_return for `order_id` hang, fail, die (act, then exit the server
+        before answering), or (fault 'none') work again; or make cancel_return for it hang
+        before it acts (fault 'cancel_hang')."""
         if fault == "none":
             faults.pop(order_id, None)
         else:

@@ -18,6 +18,10 @@ input      the user's message                      over its cap: :class:`Context
                                                    cap (``on_input_overflow: truncate``)
 memory     the recalled-memory block               lines dropped from the bottom: past tool
                                                    outcomes, then the lowest-scored memories
+resources  MCP resources the scenario reads        never cut: taken off the top (bounded
+           (``tools.toolsets.<name>.resources``)   by configuration: which URIs a toolset
+                                                   names); ``resources`` in the event names
+                                                   them with their tokens
 tools      tool schemas (planning contracts only)  the tools least related to the message
                                                    dropped first (later ones among equals)
 history    rolling summary + recent messages       oldest messages first, then the summary
@@ -77,6 +81,7 @@ from hermes_fsm.brain.prompt import (
     memory_block,
     plans_tools,
     repair_message,
+    resources_block,
     summary_block,
     system_parts,
     tools_block,
@@ -222,7 +227,9 @@ class ContextBuilder:
         system = self._system_tokens(request)
         steps = self._steps(request)
         graph = self._graph_tokens(request)  # fixed, and bounded: GraphEdit.prune
-        steps_graph = steps + graph
+        # the resources a scenario reads are fixed like the steps (their URIs configured)
+        resources_tokens = self._block_tokens(resources_block, request.resources)
+        steps_graph = steps + graph + resources_tokens
         text = request.text
         input_tokens = self._block_tokens(input_block, text)
         if input_tokens > b.caps["input"]:
@@ -278,6 +285,7 @@ class ContextBuilder:
                  "summary": summary_tokens,
                  "history": history_tokens,
                  "memory": memory_tokens,
+                 "resources": resources_tokens,
                  "tools": tools_tokens,
                  "steps": steps,
                  "graph": graph,

@@ -19,7 +19,7 @@ from hermes_fsm.contracts.states import ExecutionResults, Plan
 from hermes_fsm.engine.call_facts import call_facts
 from hermes_fsm.engine.context import apply_fold
 from hermes_fsm.engine.memory_handlers import apply_memory_updates, recalled_memory
-from hermes_fsm.engine.offered_tools import offered_tools, with_server_context
+from hermes_fsm.engine.offered_tools import offer_tools, read_resources, with_server_context
 from hermes_fsm.engine.turn import TurnContext
 from hermes_fsm.events.model import BrainCall, ContextBuilt, TokenChunk
 from hermes_fsm.tools.calling import calling_with_facts
@@ -39,6 +39,10 @@ async def ask_brain(turn: TurnContext) -> Any:
     assert state is not None and state.contract is not None
     contract = state.contract
     await turn.services.tools.breaker.refresh()  # tools tripped elsewhere are not offered
+    tools, tools_saved = offer_tools(
+        turn, turn.validation_context()["tool_catalog"].describe(),
+        plans="tool_calls" in _schema(contract).get("properties", {}))
+    resources, resource_tokens = await read_resources(turn, contract.contract_name)
     request = BrainRequest(
         state=state.name,
         contract_name=contract.contract_name,
@@ -46,8 +50,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         text=turn.text,
         user_id=turn.user_id,
         outputs=turn.by_contract,
-        tools=offered_tools(turn, turn.validation_context()["tool_catalog"].describe(),
-                            plans="tool_calls" in _schema(contract).get("properties", {})),
+        tools=tools,
         memory=await with_server_context(turn, contract.contract_name,
                                          await recalled_memory(turn)),
         history=turn.history,
@@ -56,6 +59,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
         now=turn.events.data[0]["at"] if len(turn.events) else None,  # the turn's start
         conversation=turn.session.conversation,
+        resources=resources,
     )
     name = state.brain  # the graph's `brain:` of the state; its fallback for the last attempt
     if (state.fallback_brain is not None and turn.repair is not None
@@ -67,6 +71,10 @@ async def ask_brain(turn: TurnContext) -> Any:
     if context is not None:  # fit the request to the token budget (hermes_fsm.engine.context)
         # a brain that reads no prompt (the rules brain) has no window: it gets every tool
         request, built = await context.build(turn, request, trim_tools=reads_prompts(brain))
+        if tools_saved:  # the toolsets left out the other scenarios' tools
+            built["tools_saved"] = tools_saved
+        if resource_tokens:  # which resources were read (their part: parts.resources)
+            built["resources"] = resource_tokens
         turn.emit(ContextBuilt, **built)
         if built.get("summary") is not None:  # it folded history into the rolling summary
             apply_fold(turn, built)  # as a session rebuilt from its events replays it

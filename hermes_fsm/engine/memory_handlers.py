@@ -39,7 +39,8 @@ from hermes_fsm.memory.recall import estimate_tokens
 
 __all__ = ["apply_memory_updates", "cancel_commits_of", "recalled_memory"]
 
-_EXPERIENCE_KINDS = frozenset({"tool_call_started", "tool_call_finished", "handler_failed"})
+_EXPERIENCE_KINDS = frozenset({"tool_call_started", "tool_call_finished", "handler_failed",
+                               "tool_version_chosen", "tool_canary_rolled_back"})
 """The events :func:`experiences_of` reads (the others are not built as objects for it)."""
 
 _BACKGROUND = BackgroundCommits()

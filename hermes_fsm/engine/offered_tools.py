@@ -2,15 +2,20 @@
 toolsets', and the MCP prompt templates the turn's intent loads.
 
 With toolsets configured (:mod:`hermes_fsm.tools.toolsets`, on the registry) a planning
-request carries the tools of the scenario the turn's intent belongs to, the ``always``
-tools, and the tools the turn's latest plan already named; a
+request carries the tools of the scenario the turn's intent belongs to — or, when no
+toolset serves that intent (a vague follow-up), the scenario of the session's pending
+task (the conversation graph's, :mod:`hermes_fsm.conversation`) — the ``always`` tools,
+and the tools the turn's latest plan already named; a
 :class:`~hermes_fsm.events.model.ToolsOffered` event says which, and how many tool
-tokens that saved (counted by the context builder's counter, when there is one).
+tokens that saved (counted by the context builder's counter, when there is one); the
+request's ``context_built`` event carries the saving too (``tools_saved``).
 
 The MCP resources the turn's toolsets name (``tools.toolsets.<name>.resources``) are read
 for the planning and answering requests through the servers' ``<server>.read_resource``
-tools (``mcp_servers.<server>.resources: true``) and added to the background block; a
-:class:`~hermes_fsm.events.model.ResourcesRead` event says which, and their tokens.
+tools (``mcp_servers.<server>.resources: true``) into the request's ``resources``, a part
+of the token budget of its own (``parts.resources`` and ``resources`` by URI in the
+request's ``context_built``); a :class:`~hermes_fsm.events.model.ResourcesRead` event
+says which, and their tokens.
 
 A server prompt (:mod:`hermes_fsm.tools.server_prompts`) whose intents name the turn's
 intent is fetched from its server for the planning and answering requests and added to
@@ -21,13 +26,15 @@ the request's background block (so the token budget counts it with memory); a
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from hermes_fsm.brain.prompt import tools_block
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.events.model import PromptLoaded, ResourcesRead, ToolsOffered
 
-__all__ = ["offered_tools", "with_server_context", "with_server_prompts"]
+__all__ = ["offer_tools", "offered_tools", "read_resources", "with_server_context",
+           "with_server_prompts"]
 
 _PROMPTED = frozenset({"plan", "response"})  # the requests a server prompt is for
 
@@ -40,14 +47,22 @@ def offered_tools(
     turn: Any, described: Sequence[ToolDescription], *, plans: bool
 ) -> tuple[ToolDescription, ...]:
     """The tools of this request (``plans``: its contract plans tool calls)."""
+    return offer_tools(turn, described, plans=plans)[0]
+
+
+def offer_tools(
+    turn: Any, described: Sequence[ToolDescription], *, plans: bool
+) -> tuple[tuple[ToolDescription, ...], int]:
+    """The tools of this request and the tool tokens the toolsets saved (0 without them),
+    which the request's ``context_built`` event carries as ``tools_saved``."""
     toolsets = turn.services.tools.toolsets
     if toolsets is None or not plans:
-        return tuple(described)
+        return tuple(described), 0
     intent = _get(turn.by_contract.get("intent"), "intent_type")
     named = [_get(c, "tool_name") for c in _get(turn.by_contract.get("plan"), "tool_calls") or ()]
-    choice = toolsets.select(intent, [n for n in named if isinstance(n, str)])
+    choice, task = choose_toolsets(turn, toolsets, intent, [n for n in named if isinstance(n, str)])
     if choice is None:
-        return tuple(described)
+        return tuple(described), 0
     offered = tuple(d for d in described if d.name in choice.tools)
     context = turn.services.context
     counter = getattr(context, "counter", None)
@@ -59,6 +74,7 @@ def offered_tools(
         ToolsOffered,
         state=turn.state.name,
         intent=intent,
+        pending_task=task,
         toolsets=list(choice.toolsets),
         offered=[d.name for d in offered],
         left_out=len(described) - len(offered),
@@ -66,7 +82,40 @@ def offered_tools(
         tokens_all=every,
         tokens_saved=every - tokens,
     )
-    return offered
+    return offered, every - tokens
+
+
+def pending_task(turn: Any) -> Any:
+    """The session's pending task (the conversation graph's, not expired at the turn's
+    start), or ``None``."""
+    session = getattr(turn, "session", None)
+    conversation = getattr(session, "conversation", None)
+    if conversation is None or not getattr(conversation, "tasks", None):
+        return None
+    events = turn.events
+    now = events.data[0]["at"] if len(events) else None
+    if isinstance(now, str):
+        now = datetime.fromisoformat(now)
+    return conversation.pending(now) if now is not None else conversation.tasks[-1]
+
+
+def choose_toolsets(
+    turn: Any, toolsets: Any, intent: str | None, named: Sequence[str] = ()
+) -> tuple[Any, str | None]:
+    """The toolsets of the turn's ``intent``; when none serves it (a vague follow-up: "and
+    the other one?"), those of the session's pending task's intent (its tool offered
+    too). Returns the choice (``None``: every tool) and the pending task's id when it
+    decided."""
+    choice = toolsets.select(intent, named)
+    if choice is not None:
+        return choice, None
+    task = pending_task(turn)
+    if task is None or task.intent_type == intent:
+        return None, None
+    extra = [*named, task.tool] if task.tool else list(named)
+    extra += [str(c.get("tool_name")) for c in task.plan if c.get("tool_name")]
+    choice = toolsets.select(task.intent_type, extra)
+    return (choice, task.id) if choice is not None else (None, None)
 
 
 async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str:
@@ -124,10 +173,9 @@ async def with_server_prompts(turn: Any, contract_name: str, memory: str) -> str
 
 
 async def with_server_context(turn: Any, contract_name: str, memory: str) -> str:
-    """``memory`` with the turn's toolsets' resources and its intent's server prompts."""
-    return await with_server_prompts(
-        turn, contract_name, await with_resources(turn, contract_name, memory)
-    )
+    """``memory`` with the turn's intent's server prompts (the resources are a part of
+    their own: :func:`read_resources`)."""
+    return await with_server_prompts(turn, contract_name, memory)
 
 
 def _reader(registry: Any, uri: str) -> Any:
@@ -140,15 +188,18 @@ def _reader(registry: Any, uri: str) -> Any:
     return None
 
 
-async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
-    """``memory`` with the resources the turn's toolsets name (see the module docs)."""
+async def read_resources(turn: Any, contract_name: str) -> tuple[str, dict[str, int]]:
+    """The resources the turn's toolsets name, read for this request (see the module
+    docs): their ``Reference URI:`` blocks as one text (the request's ``resources``, a
+    part of the token budget of its own), and their tokens by URI."""
     registry = turn.services.tools
     toolsets = registry.toolsets
     if toolsets is None or contract_name not in _PROMPTED:
-        return memory
-    choice = toolsets.select(_get(turn.by_contract.get("intent"), "intent_type"))
+        return "", {}
+    choice, _ = choose_toolsets(turn, toolsets, _get(turn.by_contract.get("intent"),
+                                                     "intent_type"))
     if choice is None or not choice.resources:
-        return memory
+        return "", {}
     counter = getattr(turn.services.context, "counter", None)
     blocks: list[str] = []
     tokens: dict[str, int] = {}
@@ -177,6 +228,4 @@ async def with_resources(turn: Any, contract_name: str, memory: str) -> str:
         tokens=tokens,
         errors=errors,
     )
-    if not blocks:
-        return memory
-    return "\n\n".join([*blocks, memory] if memory else blocks)
+    return "\n\n".join(blocks), tokens

@@ -184,7 +184,8 @@ class ContextBuilt(_Event):
 
     One per brain request (state attempt that asks the brain), just before ``brain_call``.
     ``parts`` are tokens per part as sent (``system``, ``summary``, ``history``,
-    ``memory``, ``tools``, ``steps``, ``input``), measured by ``counter``; ``caps`` are
+    ``memory``, ``resources``, ``tools``, ``steps``, ``input``), measured by ``counter``;
+    ``resources`` names the MCP resources read into the request, with their tokens; ``caps`` are
     the tokens each trimmable part was allowed this time (``summary`` + ``history`` share
     the ``history`` cap); ``budget`` is ``window - reserved_output``. ``dropped`` counts
     what this request left out per part (history messages, memory lines, tools — named in
@@ -192,7 +193,9 @@ class ContextBuilt(_Event):
     the window for the rolling ``summary`` (set only when this build changed it), written
     by ``summarizer`` (a brain's name, or ``extractive`` — with ``summary_error`` saying
     why the brain's was not used). ``overflow`` is what nothing could cut (the system
-    prompt and this turn's earlier outputs alone were over the budget).
+    prompt and this turn's earlier outputs alone were over the budget). ``tools_saved``
+    is the tool tokens the turn's toolsets kept out of the request (every permitted
+    tool's schemas less the offered ones', as ``tools_offered`` says; 0 without toolsets).
     """
 
     kind: Literal["context_built"] = "context_built"
@@ -213,11 +216,14 @@ class ContextBuilt(_Event):
     summarizer: str | None = None
     summary_error: str | None = None
     overflow: int = 0
+    tools_saved: int = 0
+    resources: dict[str, int] = Field(default_factory=dict)
 
 
 class ToolsOffered(_Event):
     """Which tools a planning request carried when toolsets are configured
-    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent``, the
+    (:mod:`hermes_fsm.tools.toolsets`): the ``toolsets`` chosen for the ``intent`` (or,
+    when none serves it, for the session's pending task, whose id ``pending_task`` is), the
     tools ``offered``, how many were ``left_out``, and the tools block's tokens with them
     (``tokens``) and with every tool (``tokens_all``); ``tokens_saved`` is the difference.
     Emitted just before the request's ``context_built``."""
@@ -225,6 +231,7 @@ class ToolsOffered(_Event):
     kind: Literal["tools_offered"] = "tools_offered"
     state: str
     intent: str | None = None
+    pending_task: str | None = None  # set when the pending task's intent chose the toolsets
     toolsets: list[str] = Field(default_factory=list)
     offered: list[str] = Field(default_factory=list)
     left_out: int = 0
@@ -250,8 +257,9 @@ class PromptLoaded(_Event):
 
 class ResourcesRead(_Event):
     """MCP resources read into a brain request because the turn's toolset names them
-    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (part of the request's
-    memory block in the budget), and per URI the ``errors`` that kept one out."""
+    (:mod:`hermes_fsm.tools.toolsets`): their ``tokens`` by URI (the request's
+    ``resources`` part of the budget, as its ``context_built`` says), and per URI the
+    ``errors`` that kept one out."""
 
     kind: Literal["resources_read"] = "resources_read"
     state: str
@@ -324,6 +332,7 @@ class ToolCanaryRolledBack(_Event):
     tool: str
     candidate: str
     reason: str
+    version: str | None = None  # the candidate's contract version (the experience log's key)
 
 
 class ToolCallProgress(_Event):

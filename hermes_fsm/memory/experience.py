@@ -25,9 +25,9 @@ import numpy as np
 from hermes_fsm.memory.embedders import Embedder
 
 __all__ = ["NOT_CALLED", "Experience", "ExperienceLog", "ToolHealth", "ToolOutcomes",
-           "rank_similar"]
+           "VersionHealth", "VersionOutcomes", "rank_similar"]
 
-ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit"]
+ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit", "canary_rollback"]
 
 NOT_CALLED = ("CIRCUIT_OPEN", "VALIDATION_FAILED", "UNKNOWN_TOOL", "PERMISSION_DENIED",
               "OUTCOME_UNKNOWN")
@@ -42,12 +42,17 @@ class Experience:
     Attributes:
         entry_id: unique; the idempotency key (e.g. ``{turn}:{call_id}``).
         kind: ``tool_call``, ``error`` (a state failed), ``feedback`` (a correction),
-            ``memory_commit`` (a memory update was applied).
+            ``memory_commit`` (a memory update was applied), ``canary_rollback`` (a
+            canary's candidate of ``tool``, version ``tool_version``, was rolled back;
+            ``detail`` says why).
         request: the user's message that led to it (the cause).
         tool, arguments: the call (the input), for ``tool_call``.
         ok, error_code, detail: what came of it.
         caused_by: the entry or call this one follows from (e.g. the call id).
         event_seq: the session event it was taken from.
+        tool_version: the contract version that ran the call, for a call of a tool with a
+            canary (:mod:`hermes_fsm.tools.canary`: each version's error rate is read
+            from these).
     """
 
     entry_id: str
@@ -66,6 +71,7 @@ class Experience:
     caused_by: str | None = None
     event_seq: int | None = None
     score: float | None = field(default=None, compare=False)
+    tool_version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,28 @@ class ToolOutcomes(Protocol):
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         """Past tool outcomes of ``user_id`` whose requests resemble ``text``, best first."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class VersionHealth:
+    """A canaried tool's versions as the log has them: per version, the outcomes of its
+    last calls (``ToolHealth`` with the version as ``tool``), and the latest rollback of a
+    candidate version (``(version, why)``), if any."""
+
+    versions: dict[str, ToolHealth]
+    rolled_back: tuple[str, str] | None = None
+
+
+@runtime_checkable
+class VersionOutcomes(Protocol):
+    """What a canary reads from experience (both backends have it): across every process
+    writing to the log."""
+
+    async def version_outcomes(self, tool: str, versions: Sequence[str],
+                               last: int) -> VersionHealth:
+        """The last ``last`` calls of ``tool`` on each of ``versions`` (calls refused
+        before the tool ran left out), and the latest rollback of ``tool``'s canary."""
         ...
 
 

@@ -23,7 +23,13 @@ from hermes_fsm._internal.pg_pool import close_pool, drop_schema, migrate_schema
 from hermes_fsm._internal.redact import redact_url, register_url
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
+from hermes_fsm.memory.experience import (
+    NOT_CALLED,
+    Experience,
+    ToolHealth,
+    VersionHealth,
+    top_requests,
+)
 
 __all__ = ["PostgresExperienceLog"]
 
@@ -45,6 +51,11 @@ _MIGRATIONS = [
     # similar_outcomes reads one user's latest tool calls
     "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at ON {schema}.hermes_experience "
     "(user_id, kind, at);",
+    # the version of a canaried tool that ran the call: canaries read each version's last
+    # calls (and the latest rollback) from the log, across processes
+    "ALTER TABLE {schema}.hermes_experience ADD COLUMN IF NOT EXISTS tool_version TEXT; "
+    "CREATE INDEX IF NOT EXISTS hermes_experience_tool_version_at "
+    "ON {schema}.hermes_experience (tool, tool_version, kind, at);",
 ]
 _WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
            "AND coalesce(error_code, '') <> ALL(%s)")
@@ -54,9 +65,9 @@ _WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
 _INSERT = ("INSERT INTO {table} ({columns}) SELECT * FROM unnest(%b::text[], %b::text[], "
            "%b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::boolean[], %b::text[], "
            "%b::text[], %b::jsonb[], %b::text[], %b::jsonb[], %b::float8[], %b::text[], "
-           "%b::integer[]) ON CONFLICT (entry_id) DO NOTHING")
+           "%b::integer[], %b::text[]) ON CONFLICT (entry_id) DO NOTHING")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
-            "error_code, detail, duration_ms, caused_by, event_seq")
+            "error_code, detail, duration_ms, caused_by, event_seq, tool_version")
 
 
 class PostgresExperienceLog:
@@ -115,7 +126,7 @@ class PostgresExperienceLog:
                    [text(e.error_code) for e in entries],
                    [Jsonb(e.detail, dumps=json) for e in entries],
                    [float(e.duration_ms) for e in entries], [text(e.caused_by) for e in entries],
-                   [e.event_seq for e in entries]]
+                   [e.event_seq for e in entries], [text(e.tool_version) for e in entries]]
         try:
             async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(self._insert, columns)
@@ -154,6 +165,22 @@ class PostgresExperienceLog:
             f"SELECT tool, count(*), count(*) FILTER (WHERE NOT ok) FROM {self._table} "
             f"WHERE {_WINDOW} GROUP BY tool", (now - window, now, list(NOT_CALLED)))
         return {tool: ToolHealth(tool, int(calls), int(failed)) for tool, calls, failed in rows}
+
+    async def version_outcomes(self, tool: str, versions: Sequence[str],
+                               last: int) -> VersionHealth:
+        rows = await self._fetch(
+            f"SELECT v.version, count(o.ok), count(*) FILTER (WHERE NOT o.ok) FROM "
+            f"unnest(%s::text[]) AS v(version) LEFT JOIN LATERAL (SELECT ok FROM "
+            f"{self._table} WHERE tool = %s AND tool_version = v.version AND kind = "
+            f"'tool_call' AND coalesce(error_code, '') <> ALL(%s) ORDER BY at DESC "
+            f"LIMIT %s) o ON true GROUP BY v.version",
+            (list(versions), tool, list(NOT_CALLED), last))
+        health = {str(v): ToolHealth(str(v), int(c), int(f)) for v, c, f in rows}
+        found = await self._fetch(
+            f"SELECT tool_version, detail FROM {self._table} WHERE tool = %s "
+            "AND kind = 'canary_rollback' ORDER BY at DESC LIMIT 1", (tool,))
+        rolled = (str(found[0][0]), str(found[0][1])) if found and found[0][0] else None
+        return VersionHealth(health, rolled)
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         candidates = await self._fetch(
@@ -210,4 +237,4 @@ def _entry(r: Sequence[Any]) -> Experience:
     return Experience(entry_id=r[0], kind=r[1], user_id=r[2], session_id=r[3], turn_id=r[4],
                       at=r[5], ok=bool(r[6]), tool=r[7], request=r[8], arguments=r[9] or {},
                       error_code=r[10], detail=r[11], duration_ms=r[12], caused_by=r[13],
-                      event_seq=r[14])
+                      event_seq=r[14], tool_version=r[15])

@@ -25,7 +25,13 @@ from typing import Any
 from hermes_fsm._internal.json_safe import dumps, safe_text
 from hermes_fsm.errors import MemoryStoreError
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, top_requests
+from hermes_fsm.memory.experience import (
+    NOT_CALLED,
+    Experience,
+    ToolHealth,
+    VersionHealth,
+    top_requests,
+)
 from hermes_fsm.memory.sqlite_files import open_sqlite
 
 __all__ = ["SQLiteExperienceLog"]
@@ -52,11 +58,16 @@ _MIGRATIONS = [
     "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at_request "
     "ON hermes_experience (user_id, kind, at, entry_id, request); "
     "DROP INDEX IF EXISTS hermes_experience_user_kind_at;",
+    # the version of a canaried tool that ran the call: canaries read each version's last
+    # calls (and the latest rollback) from the log, across processes
+    "ALTER TABLE hermes_experience ADD COLUMN tool_version TEXT; "
+    "CREATE INDEX IF NOT EXISTS hermes_experience_tool_version_at "
+    "ON hermes_experience (tool, tool_version, kind, at);",
 ]
 _WINDOW = (f"kind = 'tool_call' AND at > ? AND at <= ? AND tool IS NOT NULL "
            f"AND coalesce(error_code, '') NOT IN ({', '.join('?' * len(NOT_CALLED))})")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
-            "error_code, detail, duration_ms, caused_by, event_seq")
+            "error_code, detail, duration_ms, caused_by, event_seq, tool_version")
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -126,7 +137,7 @@ class SQLiteExperienceLog:
             db.execute("BEGIN")
             before = db.total_changes
             db.executemany(f"INSERT INTO hermes_experience ({_COLUMNS}) VALUES "
-                           f"({', '.join('?' * 15)}) ON CONFLICT (entry_id) DO NOTHING", rows)
+                           f"({', '.join('?' * 16)}) ON CONFLICT (entry_id) DO NOTHING", rows)
             new = db.total_changes - before
             db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -157,6 +168,28 @@ class SQLiteExperienceLog:
             raise MemoryStoreError(f"{self.name}: read failed ({exc}); check the file "
                                    "(memory.data_dir)") from exc
         return {tool: ToolHealth(tool, calls, failed) for tool, calls, failed in rows}
+
+    async def version_outcomes(self, tool: str, versions: Sequence[str],
+                               last: int) -> VersionHealth:
+        conn = self._conn()
+        try:
+            health: dict[str, ToolHealth] = {}
+            for version in versions:
+                calls, failed = conn.execute(
+                    "SELECT count(*), coalesce(sum(1 - ok), 0) FROM (SELECT ok FROM "
+                    "hermes_experience WHERE tool = ? AND tool_version = ? AND kind = "
+                    f"'tool_call' AND coalesce(error_code, '') NOT IN "
+                    f"({', '.join('?' * len(NOT_CALLED))}) ORDER BY at DESC LIMIT ?)",
+                    (tool, version, *NOT_CALLED, last)).fetchone()
+                health[version] = ToolHealth(version, int(calls), int(failed))
+            row = conn.execute(
+                "SELECT tool_version, detail FROM hermes_experience WHERE tool = ? "
+                "AND kind = 'canary_rollback' ORDER BY at DESC LIMIT 1", (tool,)).fetchone()
+        except sqlite3.Error as exc:
+            raise MemoryStoreError(f"{self.name}: read failed ({exc}); check the file "
+                                   "(memory.data_dir)") from exc
+        rolled = (str(row[0]), str(json.loads(row[1]))) if row and row[0] else None
+        return VersionHealth(health, rolled)
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         conn = self._conn()
@@ -218,7 +251,7 @@ def _row(e: Experience) -> tuple[Any, ...]:
     return (text(e.entry_id), text(e.kind), text(e.user_id), text(e.session_id),
             text(e.turn_id), e.at.timestamp(), int(e.ok), text(e.tool), text(e.request),
             _dumps(e.arguments), text(e.error_code), _dumps(e.detail), e.duration_ms,
-            text(e.caused_by), e.event_seq)
+            text(e.caused_by), e.event_seq, text(e.tool_version))
 
 
 def _entry(r: tuple[Any, ...]) -> Experience:
@@ -226,4 +259,4 @@ def _entry(r: tuple[Any, ...]) -> Experience:
                       at=datetime.fromtimestamp(r[5], UTC), ok=bool(r[6]), tool=r[7],
                       request=r[8], arguments=json.loads(r[9]), error_code=r[10],
                       detail=json.loads(r[11]) if r[11] is not None else None,
-                      duration_ms=r[12], caused_by=r[13], event_seq=r[14])
+                      duration_ms=r[12], caused_by=r[13], event_seq=r[14], tool_version=r[15])

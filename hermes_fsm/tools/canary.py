@@ -16,6 +16,16 @@ candidate's error rate exceeds the stable version's by more than ``margin``, the
 configuration rolls back by hand. Which version ran is an event of its own
 (:class:`~hermes_fsm.events.model.ToolVersionChosen`), one per routed call.
 
+Across processes, each version's error rate comes from the experience log: a call of a
+canaried tool is logged with the version that ran it, and a rollback as a
+``canary_rollback`` entry (:mod:`hermes_fsm.memory.turn_experience`). Given the log
+(:attr:`~hermes_fsm.tools.registry.ToolRegistry.canary_log`), the executor calls
+:func:`refresh` before a plan's calls (at most once per ``refresh_s``): it reads each
+version's last ``window`` calls of every process, applies the same rule, and a rollback
+logged by another process holds here too (:meth:`Canary.roll_back`). Outcomes of this
+process not yet in the log (a turn logs them when it commits its memory) still count in
+process, as before, so one process rolls back as soon as its own calls say so.
+
 Only idempotent tools may be canaried unless ``allow_writes`` says otherwise: a write
 routed to a broken version has effects the rollback cannot take back.
 
@@ -29,11 +39,12 @@ True
 from __future__ import annotations
 
 import hashlib
+import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-__all__ = ["Canary", "CanaryChoice", "share_of"]
+__all__ = ["Canary", "CanaryChoice", "refresh", "share_of"]
 
 RouteBy = Literal["request", "session", "user"]
 
@@ -79,9 +90,14 @@ class Canary:
     min_calls: int = 20
     by: RouteBy = "request"
     allow_writes: bool = False
+    refresh_s: float = 5.0
     rolled_back: str | None = None
     """Why the canary rolled back (``None`` while the candidate still gets its share)."""
     _outcomes: dict[bool, deque[bool]] = field(default_factory=dict, repr=False)
+    logged: dict[str, tuple[int, float]] | None = field(default=None, repr=False)
+    """Per version (``stable``, ``candidate``) as the experience log has it, when read:
+    calls counted and their error rate."""
+    read_at: float | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.share <= 1.0:
@@ -109,18 +125,39 @@ class Canary:
         if self.rolled_back is not None or not candidate:
             return None
         new, old = self._outcomes[True], self._outcomes[False]
-        if len(new) < self.min_calls:
+        return self._judge(len(new), new.count(False), len(old), old.count(False), "")
+
+    def _judge(self, new_calls: int, new_failed: int, old_calls: int, old_failed: int,
+               where: str) -> str | None:
+        if self.rolled_back is not None or new_calls < self.min_calls:
             return None
-        new_rate = new.count(False) / len(new)
-        old_rate = old.count(False) / len(old) if old else 0.0
+        new_rate = new_failed / new_calls
+        old_rate = old_failed / old_calls if old_calls else 0.0
         if new_rate - old_rate <= self.margin:
             return None
         self.rolled_back = (
-            f"{self.candidate} failed {new_rate:.0%} of its last {len(new)} calls against "
-            f"{old_rate:.0%} of {len(old)} for {self.stable}, over the margin of "
+            f"{self.candidate} failed {new_rate:.0%} of its last {new_calls} calls against "
+            f"{old_rate:.0%} of {old_calls} for {self.stable}{where}, over the margin of "
             f"{self.margin:.0%}: every call goes to {self.stable} again"
         )
         return self.rolled_back
+
+    def judge_logged(self, stable: tuple[int, int], candidate: tuple[int, int]) -> str | None:
+        """Apply the rule to the log's ``(calls, failed)`` of each version (the last
+        :attr:`window` calls of every process); why it rolls back, when this did it."""
+        self.logged = {name: (calls, failed / calls if calls else 0.0)
+                       for name, (calls, failed) in (("stable", stable),
+                                                     ("candidate", candidate))}
+        return self._judge(candidate[0], candidate[1], stable[0], stable[1],
+                           " (experience log, all processes)")
+
+    def roll_back(self, why: str) -> bool:
+        """Hold a rollback another process decided (and logged); ``True`` when it is new
+        here."""
+        if self.rolled_back is not None:
+            return False
+        self.rolled_back = why
+        return True
 
     def error_rates(self) -> dict[str, tuple[int, float]]:
         """Per version (``stable``, ``candidate``): outcomes counted and their error rate."""
@@ -132,11 +169,38 @@ class Canary:
 
     def describe(self, candidate_version: str = "?") -> str:
         """One line for ``tools list``: the share, the rates, and a rollback if any."""
-        rates = self.error_rates()
+        rates = self.logged or self.error_rates()
         line = (
             f"canary {self.candidate} ({candidate_version}) gets {self.share:.0%} "
-            f"by {self.by}; errors: stable {rates['stable'][1]:.0%} of "
-            f"{rates['stable'][0]}, candidate {rates['candidate'][1]:.0%} of "
-            f"{rates['candidate'][0]}"
+            f"by {self.by}; errors{' (experience log)' if self.logged else ''}: stable "
+            f"{rates['stable'][1]:.0%} of {rates['stable'][0]}, candidate "
+            f"{rates['candidate'][1]:.0%} of {rates['candidate'][0]}"
         )
         return line if self.rolled_back is None else f"{line}; ROLLED BACK: {self.rolled_back}"
+
+
+async def refresh(canary: Canary, log: Any, stable_version: str, candidate_version: str,
+                  clock: Any = time.monotonic) -> str | None:
+    """Read ``canary``'s versions from the experience ``log`` (a
+    :class:`~hermes_fsm.memory.experience.VersionOutcomes`), at most once per
+    :attr:`Canary.refresh_s`; returns why it rolled back when this read made it so —
+    a rollback another process logged for this candidate version, or the log's error
+    rates over the window. A log that cannot be read changes nothing."""
+    now = clock()
+    if canary.read_at is not None and now - canary.read_at < canary.refresh_s:
+        return None
+    canary.read_at = now
+    if stable_version == candidate_version:  # the log could not tell them apart
+        return None
+    try:
+        health = await log.version_outcomes(canary.stable, (stable_version, candidate_version),
+                                            canary.window)
+    except Exception:  # the log is away: what is known holds
+        return None
+    held = None
+    if health.rolled_back is not None and health.rolled_back[0] == candidate_version:
+        held = health.rolled_back[1] if canary.roll_back(health.rolled_back[1]) else None
+    old, new = health.versions.get(stable_version), health.versions.get(candidate_version)
+    judged = canary.judge_logged((old.calls, old.failed) if old else (0, 0),
+                                 (new.calls, new.failed) if new else (0, 0))
+    return held or judged

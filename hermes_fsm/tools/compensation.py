@@ -16,13 +16,16 @@ own, with ids derived from the write's (``<call_id>-status``, ``<call_id>-undo``
 a ``tool_call_started``/``tool_call_finished`` pair in the events, and with an effects
 journal each is journalled under that id — its idempotency key — so a process that
 resumes a turn after a crash reuses a compensation that finished and never makes it
-twice. A compensation that itself fails leaves its event, an error log line for the
+twice. A status or compensating tool that is unavailable (its MCP server restarting after
+dying mid-write) is waited for, up to its timeout, before it is called. A compensation
+that itself fails leaves its event, an error log line for the
 operator, and an envelope that says the write may still be in effect; the session goes
 on.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -93,6 +96,22 @@ async def settle(executor: _Caller, calls: Sequence[tuple[str, str, dict[str, An
     return out
 
 
+async def until_available(registry: ToolRegistry, name: str, poll_s: float = 0.05) -> None:
+    """Wait (up to the tool's timeout) while tool ``name`` is unavailable — its MCP server
+    restarting after it died during the write, say: a status or compensating call made at
+    once would fail without being sent, and the write be reported as not undone."""
+    loop = asyncio.get_running_loop()
+    tool = registry.find(name)
+    if tool is None or tool.available is None or tool.available() is None:
+        return
+    deadline = loop.time() + tool.timeout_s
+    while loop.time() < deadline:
+        await asyncio.sleep(poll_s)
+        tool = registry.find(name)  # a restarted server registers its tools anew
+        if tool is None or tool.available is None or tool.available() is None:
+            return
+
+
 def _comp_name(contract: ToolContract) -> str:
     assert contract.compensation is not None
     return contract.compensation.compensate
@@ -115,6 +134,7 @@ async def _unknown(executor: _Caller, contract: ToolContract, call_id: str, name
         except Exception as exc:
             status = {"success": False, "message": f"its arguments could not be made: {exc}"}
         else:
+            await until_available(executor.registry, spec.status)
             status = await executor.make_call(f"{call_id}-status", spec.status, status_args,
                                               emit, caller, journal)
         if status["success"] and compiled.is_done(status["output"], args):
@@ -142,6 +162,7 @@ async def _undo(executor: _Caller, contract: ToolContract, call_id: str, args: d
     except Exception as exc:
         problem = f"its arguments could not be made from the write's ({exc})"
     else:
+        await until_available(executor.registry, spec.compensate)
         result = await executor.make_call(f"{call_id}-undo", spec.compensate, comp_args, emit,
                                           caller, journal)
         if result["success"]:

@@ -61,6 +61,7 @@ from hermes_fsm.events.model import (
     ToolVersionChosen,
 )
 from hermes_fsm.tools.calling import calling_as
+from hermes_fsm.tools.canary import refresh as refresh_canary
 from hermes_fsm.tools.compensation import UNKNOWN_OUTCOMES, compensable, settle
 from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
 from hermes_fsm.tools.registry import Tool, ToolRegistry
@@ -171,6 +172,8 @@ class ToolExecutor:
         retryable}``.
         """
         await self.registry.breaker.refresh()  # tools tripped in other processes
+        if self.registry.canaries and self.registry.canary_log is not None and calls:
+            await self.refresh_canaries(calls[0][0], emit)  # versions, across processes
         with calling_as(caller):  # tools learn the user from the engine, never the model
             if len(calls) == 1 and not compensable(self.registry, calls):
                 return [await self._run_one(*calls[0], emit, caller, journal)]
@@ -273,6 +276,28 @@ class ToolExecutor:
                  version=version, candidate=candidate)
         return routed
 
+    async def refresh_canaries(self, call_id: str = "", emit: Emit = _no_events) -> None:
+        """Read every canary's versions from the registry's experience log (each at most
+        once per its ``refresh_s``; nothing without a log); emit the rollbacks this made."""
+        if self.registry.canary_log is None:
+            return
+        registry = self.registry
+        for name, canary in registry.canaries.items():
+            if canary.rolled_back is not None:
+                continue
+            stable, candidate = registry.find(name), registry.find(canary.candidate)
+            if stable is None or candidate is None or stable.contract is None \
+                    or candidate.contract is None:
+                continue
+            why = await refresh_canary(canary, registry.canary_log, stable.contract.version,
+                                       candidate.contract.version)
+            if why is not None:
+                _log.warning("canary rolled back", tool=name, candidate=canary.candidate,
+                             reason=why)
+                emit(ToolCanaryRolledBack, call_id=call_id, tool=name,
+                     candidate=canary.candidate, reason=why,
+                     version=candidate.contract.version)
+
     def _canary_outcome(self, call_id: str, tool_name: str, candidate: bool,
                         envelope: dict[str, Any], emit: Emit) -> None:
         """Count the outcome for its version; emit the rollback it caused, if it did."""
@@ -284,8 +309,10 @@ class ToolExecutor:
         if why is not None:
             _log.warning("canary rolled back", tool=tool_name, candidate=canary.candidate,
                          reason=why)
+            ran = self.registry.find(canary.candidate)
             emit(ToolCanaryRolledBack, call_id=call_id, tool=tool_name,
-                 candidate=canary.candidate, reason=why)
+                 candidate=canary.candidate, reason=why,
+                 version=ran.contract.version if ran and ran.contract else None)
 
     def _journalled(self, known: Any, call_id: str, tool_name: str, tool: Tool | None,
                     arguments: dict[str, Any], emit: Emit, caller: str

@@ -269,6 +269,9 @@ class ToolRegistry:
         """Registries the contracts' conditions read, by name (:meth:`provide_registry`)."""
         self.canaries: dict[str, Canary] = {}
         """Canary versions by the stable tool's name (:meth:`add_canary`)."""
+        self.canary_log: Any = None
+        """The experience log canaries read each version's error rate and rollbacks from
+        (:func:`hermes_fsm.tools.canary.refresh`); ``None``: in-process counts only."""
         self._hidden: frozenset[str] = frozenset()  # candidates and overlapped tools
         self.preferred: dict[str, str] = {}
         """Overlapping tools (a local one and an MCP one doing the same): the hidden name →

@@ -5,15 +5,27 @@ and limits), the engine's ``retry`` edges (dashed, with the attempt bound) and t
 failure routes (``fail``, red), and each state's contract. The ``abort`` edges (any
 state → initial, when the turn budget runs out) are summarised in one note rather than
 drawn from every state.
+
+Given a recording's :class:`~hermes_fsm.viz.overlay.Overlay`, the compensation steps that
+ran (:mod:`hermes_fsm.tools.compensation`: a write's ``status`` query, a ``compensate``
+undo) are drawn too, each kind its own purple self-loop on its state, labelled with its
+tools and how often it ran — as the SVG and HTML views draw them
+(``hermes-fsm graph --recording FILE``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from hermes_fsm.graph.model import Graph, TransitionSpec
 
-__all__ = ["Edge", "edges", "to_dot", "to_mermaid"]
+__all__ = ["COMPENSATION_KINDS", "Edge", "compensation_edges", "edges", "to_dot", "to_mermaid"]
+
+COMPENSATION_KINDS = ("status", "compensate")
+"""Edge kinds of compensation steps (drawn only from a recording's overlay)."""
+
+_PURPLE = "#6a1b9a"
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +60,24 @@ def edges(graph: Graph) -> list[Edge]:
     return out
 
 
+def compensation_edges(graph: Graph, overlay: Any = None, *, counted: bool = False
+                       ) -> list[Edge]:
+    """A recording's compensation steps, one self-loop per state and kind (``status``, a
+    write's status query; ``compensate``, an undo), labelled with their tools (and, with
+    ``counted``, how many times each ran); none without an ``overlay``."""
+    if overlay is None:
+        return []
+    out = []
+    for (state, kind), tools in sorted(overlay.steps.items()):
+        if state not in graph.states:
+            continue
+        label = f"{kind}: {', '.join(tools)}"
+        if counted:
+            label += f" ×{overlay.edge_count(state, state, kind)}"
+        out.append(Edge(state, state, kind, label))
+    return out
+
+
 def _state_text(graph: Graph, name: str, newline: str) -> str:
     spec = graph.states[name]
     lines = [name]
@@ -73,8 +103,9 @@ def _mermaid_ids(graph: Graph) -> dict[str, str]:
     return ids
 
 
-def to_mermaid(graph: Graph) -> str:
-    """The graph as a Mermaid flowchart (renders on GitHub, in docs, in the HTML view)."""
+def to_mermaid(graph: Graph, overlay: Any = None) -> str:
+    """The graph as a Mermaid flowchart (renders on GitHub, in docs, in the HTML view);
+    with a recording's ``overlay``, its compensation steps too (see the module docs)."""
     lines = ["flowchart TD"]
     ids = _mermaid_ids(graph)
     for name in graph.states:
@@ -82,14 +113,18 @@ def to_mermaid(graph: Graph) -> str:
         shape = f'(["{text}"])' if name == graph.initial else f'["{text}"]'
         lines.append(f"    {ids[name]}{shape}")
     styles = []
-    for i, e in enumerate(edges(graph)):
+    drawn = edges(graph) + compensation_edges(graph, overlay, counted=True)
+    for i, e in enumerate(drawn):
         label = e.label.replace('"', "'")
-        arrow = "-.->" if e.kind == "retry" else "==>" if e.kind == "fail" else "-->"
+        arrow = ("-.->" if e.kind in ("retry", *COMPENSATION_KINDS)
+                 else "==>" if e.kind == "fail" else "-->")
         lines.append(f'    {ids[e.source]} {arrow}|"{label}"| {ids[e.dest]}')
         if e.kind == "fail":
             styles.append(f"    linkStyle {i} stroke:#c62828,color:#c62828")
         elif e.kind == "retry":
             styles.append(f"    linkStyle {i} stroke:#ef6c00,color:#ef6c00")
+        elif e.kind in COMPENSATION_KINDS:
+            styles.append(f"    linkStyle {i} stroke:{_PURPLE},color:{_PURPLE}")
     lines.extend(styles)
     initial = graph.initial.replace('"', "'")
     # "budget" cannot clash with a state: state ids all start with s_
@@ -103,8 +138,9 @@ def _dot_quote(text: str) -> str:
     return '"' + escaped + '"'
 
 
-def to_dot(graph: Graph) -> str:
-    """The graph as Graphviz DOT (``dot -Tsvg`` draws it)."""
+def to_dot(graph: Graph, overlay: Any = None) -> str:
+    """The graph as Graphviz DOT (``dot -Tsvg`` draws it); with a recording's
+    ``overlay``, its compensation steps too (see the module docs)."""
     lines = [
         f"digraph {_dot_quote(graph.name)} {{",
         "    rankdir=TB;",
@@ -115,10 +151,12 @@ def to_dot(graph: Graph) -> str:
         shape = ", shape=doublecircle" if name == graph.initial else ""
         label = _dot_quote(_state_text(graph, name, "\n"))
         lines.append(f"    {_dot_quote(name)} [label={label}{shape}];")
-    for e in edges(graph):
+    for e in edges(graph) + compensation_edges(graph, overlay, counted=True):
         attrs = [f"label={_dot_quote(e.label)}"]
         if e.kind == "retry":
             attrs.append('style=dashed, color="#ef6c00", fontcolor="#ef6c00"')
+        elif e.kind in COMPENSATION_KINDS:
+            attrs.append(f'style=dashed, color="{_PURPLE}", fontcolor="{_PURPLE}"')
         elif e.kind == "fail":
             attrs.append('style=bold, color="#c62828", fontcolor="#c62828"')
         lines.append(f"    {_dot_quote(e.source)} -> {_dot_quote(e.dest)} [{', '.join(attrs)}];")

@@ -7,14 +7,17 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from hermes_fsm.graph.model import Graph
+    from hermes_fsm.viz.overlay import Overlay
 
 __all__ = ["GRAPH_FORMATS", "render_graph"]
 
 GRAPH_FORMATS = ("mermaid", "dot", "svg", "html")
 
 
-def render_graph(graph: Graph, fmt: str) -> str:
-    """The graph in one of :data:`GRAPH_FORMATS` (``mermaid`` for anything else is an error).
+def render_graph(graph: Graph, fmt: str, overlay: Overlay | None = None) -> str:
+    """The graph in one of :data:`GRAPH_FORMATS` (``mermaid`` for anything else is an error);
+    with a recording's ``overlay``, the compensation steps that ran are drawn in every
+    format but ``html`` (whose page is ``hermes-fsm view``'s).
 
     Raises:
         ValueError: ``fmt`` is not one of :data:`GRAPH_FORMATS`.
@@ -26,11 +29,11 @@ def render_graph(graph: Graph, fmt: str) -> str:
     from hermes_fsm.viz.view import render_graph_html
 
     if fmt == "svg":
-        return to_svg(graph)
+        return to_svg(graph, overlay)
     if fmt == "html":
         return render_graph_html(graph)
     if fmt == "mermaid":
-        return to_mermaid(graph)
+        return to_mermaid(graph, overlay)
     if fmt == "dot":
-        return to_dot(graph)
+        return to_dot(graph, overlay)
     raise ValueError(f"unknown graph format {fmt!r}; choose one of {', '.join(GRAPH_FORMATS)}")

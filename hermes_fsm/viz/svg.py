@@ -26,7 +26,7 @@ import math
 import re
 
 from hermes_fsm.graph.model import Graph
-from hermes_fsm.viz.diagram import Edge, edges
+from hermes_fsm.viz.diagram import Edge, compensation_edges, edges
 from hermes_fsm.viz.layout import (
     LABEL_LINE,
     LABEL_SIZE,
@@ -278,10 +278,7 @@ def _markers() -> str:
 def _compensation_edges(graph: Graph, overlay: Overlay | None) -> list[Edge]:
     """A recording's compensation steps, one self-loop per state and kind: ``status`` (a
     write's status query) and ``compensate`` (an undo), labelled with their tools."""
-    if overlay is None:
-        return []
-    return [Edge(state, state, kind, f"{kind}: {', '.join(tools)}")
-            for (state, kind), tools in sorted(overlay.steps.items()) if state in graph.states]
+    return compensation_edges(graph, overlay)
 
 
 def to_svg(graph: Graph, overlay: Overlay | None = None, *, standalone: bool = True) -> str:

@@ -345,7 +345,7 @@ class Worker:
         spec = self.tools.get(request.tool_name)
         if retryable is None:
             retryable = spec is not None and code in spec.retryable_codes
-        if code == "TIMEOUT" and (spec is None or not spec.idempotent):
+        if code in ("TIMEOUT", "OUTCOME_UNKNOWN") and (spec is None or not spec.idempotent):
             retryable = False  # killed mid-call: its effect is unknown, a repeat could double it
         return ExecuteError(request_id=request.request_id, error_code=code,
                             error_message=message, retryable=retryable,

@@ -6,8 +6,10 @@ handshake (``mode="auto"`` speaks the 2026-07-28 protocol and falls back to the
 2025-11-25 ``initialize`` handshake), lists the tools, checks them against their pinned
 contracts, and registers them as ``<server>.<tool>``. Its tools are callable only while
 it is ready. When the server dies (a call sees the connection close, or the periodic
-health check fails) it is restarted with exponential backoff; a call in flight gets a
-retryable ``SERVER_UNAVAILABLE`` error, never a hang. ``tools/list_changed`` refreshes
+health check fails) it is restarted with exponential backoff; a call in flight gets an
+``OUTCOME_UNKNOWN`` error (the request was sent: the server may have acted), never a
+hang — retried for an idempotent tool, a status check for a write; a call made while it is
+down gets a retryable ``SERVER_UNAVAILABLE`` (nothing was sent). ``tools/list_changed`` refreshes
 the catalog. Resources and prompts are listed and readable.
 
 A server whose catalog is pinned (``enabled_tools`` names its tools, and each has a
@@ -484,10 +486,13 @@ class MCPConnection:
         A server that is restarting is waited for (up to ``timeout_s``).
 
         Raises:
-            MCPServerError: the server is not ready, or died during the call (retryable).
+            MCPServerError: the server is not ready or refused the connection: the call
+                was never sent (retryable).
             ToolCallFailed: the tool failed (``TOOL_ERROR``), refused the arguments
-                (``VALIDATION_FAILED``), timed out server-side (``TIMEOUT``), answered
-                or answered malformed (``MALFORMED_REPLY``). An output that breaks the
+                (``VALIDATION_FAILED``), timed out server-side (``TIMEOUT``), died or
+                broke off after the request was sent (``OUTCOME_UNKNOWN``, retryable for
+                an idempotent tool only: the executor decides), or
+                answered malformed (``MALFORMED_REPLY``). An output that breaks the
                 tool's output schema is returned as it is: the executor checks it against
                 the contract and applies the contract's violation policy.
         """
@@ -524,8 +529,12 @@ class MCPConnection:
             code = exc.error.code
             if code == _CONNECTION_CLOSED:
                 self._died(f"the connection closed during a call of {tool}")
-                raise MCPServerError(f"MCP server {self.name!r} died during the call of {tool}; "
-                                     "it is being restarted") from None
+                # the request was sent: the server may have acted before it died, so this
+                # is an unknown outcome, not "unavailable" (retried only when idempotent,
+                # the executor's rule; a write's status tool is asked instead)
+                raise ToolCallFailed("OUTCOME_UNKNOWN", f"MCP server {self.name!r} died during "
+                                     f"the call of {tool}, after the request was sent; it is "
+                                     "being restarted", True) from None
             if code == _REQUEST_TIMEOUT:
                 raise ToolCallFailed("TIMEOUT", f"{tool}: {exc.error.message}", True) from None
             if code == _INVALID_PARAMS:
@@ -538,9 +547,13 @@ class MCPConnection:
         except ValidationError as exc:
             raise ToolCallFailed("MALFORMED_REPLY", f"{tool}: the server's reply broke the "
                                  f"protocol: {exc.errors()[0]['msg']}", False) from None
-        except (OSError, EOFError) as exc:
+        except ConnectionRefusedError as exc:  # nothing was sent
             self._died(f"{type(exc).__name__}: {exc}")
             raise MCPServerError(f"MCP server {self.name!r} is unreachable: {exc}") from None
+        except (OSError, EOFError) as exc:  # broken mid-call: the request may have arrived
+            self._died(f"{type(exc).__name__}: {exc}")
+            raise ToolCallFailed("OUTCOME_UNKNOWN", f"MCP server {self.name!r} broke off the "
+                                 f"call of {tool}: {exc}", True) from None
         if isinstance(result, types.InputRequiredResult):
             raise ToolCallFailed("MCP_ERROR", f"{tool}: the server asked for input during the "
                                  "call (input_required), which this client does not give", False)
