@@ -24,7 +24,13 @@ from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_cont
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.bus.child import load_registry
 from hermes_fsm.tools.bus.inprocess import InProcessBus
-from hermes_fsm.tools.bus.mcp import RemoteMCPServer, RoutedRunner, catalog, mcp_specs
+from hermes_fsm.tools.bus.mcp import (
+    RemoteMCPServer,
+    RoutedRunner,
+    catalog,
+    mcp_specs,
+    server_states,
+)
 from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply
 from hermes_fsm.tools.bus.protocol import Bus
 from hermes_fsm.tools.bus.remote import serve_over_bus
@@ -36,8 +42,8 @@ from hermes_fsm.tools.registry import ToolRegistry
 if TYPE_CHECKING:
     from hermes_fsm.config.settings import HermesConfig
 
-__all__ = ["EmbeddedWorkerBus", "WorkerSetup", "attach_bus", "build_bus", "build_worker",
-           "load_tool_registry", "sandbox_limits"]
+__all__ = ["EmbeddedWorkerBus", "WorkerSetup", "add_bus_mcp_servers", "attach_bus",
+           "build_bus", "build_worker", "load_tool_registry", "sandbox_limits"]
 
 
 def load_tool_registry(config: HermesConfig) -> ToolRegistry:
@@ -122,11 +128,7 @@ def attach_bus(config: HermesConfig, registry: ToolRegistry,
         return None
     _check_mcp_servers(config)
     if mcp is not None:
-        for name in config.bus.mcp_servers:
-            server = config.mcp_servers[name]
-            mcp.add(RemoteMCPServer(name, server.transport, bus, config.bus.group, registry,
-                                    refresh_s=config.bus.heartbeat_s,
-                                    connect_timeout_s=min(server.connect_timeout_s, 10.0)))
+        add_bus_mcp_servers(config, bus, mcp)
     names = config.bus.tools
     if names is not None:
         unknown = sorted(set(names) - set(registry.names()))
@@ -135,6 +137,20 @@ def attach_bus(config: HermesConfig, registry: ToolRegistry,
                               f"{config.bus.registry!r}; known: {', '.join(registry.names())}")
     serve_over_bus(registry, bus, config.bus.group, names)
     return bus
+
+
+def add_bus_mcp_servers(config: HermesConfig, bus: Bus, mcp: MCPServers, *,
+                        connect_timeout_s: float | None = None) -> None:
+    """Add to ``mcp`` a :class:`RemoteMCPServer` for each server of ``bus.mcp_servers``
+    (its tools go to ``mcp``'s registry). ``connect_timeout_s``: how long each one's start
+    waits for a worker (default: the server's own, at most 10 s; 0 reads the heartbeats
+    once, as ``hermes-fsm mcp list`` does)."""
+    for name in config.bus.mcp_servers:
+        server = config.mcp_servers[name]
+        wait = min(server.connect_timeout_s, 10.0) if connect_timeout_s is None \
+            else connect_timeout_s
+        mcp.add(RemoteMCPServer(name, server.transport, bus, config.bus.group, mcp.registry,
+                                refresh_s=config.bus.heartbeat_s, connect_timeout_s=wait))
 
 
 class EmbeddedWorkerBus(InProcessBus):
@@ -209,6 +225,7 @@ class WorkerSetup:
         worker.tools = {**(self.local or {}), **mcp_specs(registry)}
         worker.info.tools = sorted(worker.tools)
         worker.info.catalog = catalog(registry)
+        worker.info.mcp_servers = server_states(self.mcp)
 
     async def _sync_tools(self) -> None:
         while True:  # a server restarted, or its tools changed (list_changed)

@@ -309,8 +309,8 @@ class RedisStreamsBus:
             if raw is None:
                 continue
             try:
-                found.append(WorkerInfo(**json.loads(raw)))
-            except (ValueError, TypeError):
+                found.append(WorkerInfo.from_dict(json.loads(raw)))
+            except (ValueError, TypeError, AttributeError):  # not a heartbeat: skipped
                 continue
         return sorted(found, key=lambda w: w.worker_id)
 
