@@ -374,7 +374,9 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
         bus = build_bus(config)
         assert bus is not None
-        add_bus_mcp_servers(config, bus, box.mcp, connect_timeout_s=0.0)
+        # Redis: the heartbeats read once; in-process: this process's worker starts them
+        add_bus_mcp_servers(config, bus, box.mcp,
+                            connect_timeout_s=0.0 if config.bus.kind == "redis" else None)
 
     async def survey() -> list[dict[str, Any]]:
         await box.mcp.start()

@@ -32,7 +32,7 @@ from hermes_fsm.tools.bus.mcp import (
     server_states,
 )
 from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply
-from hermes_fsm.tools.bus.protocol import Bus
+from hermes_fsm.tools.bus.protocol import Bus, WorkerInfo
 from hermes_fsm.tools.bus.remote import serve_over_bus
 from hermes_fsm.tools.bus.sandbox import SandboxLimits, SandboxPool
 from hermes_fsm.tools.bus.worker import ToolSpec, Worker, specs_of
@@ -102,10 +102,10 @@ def _check_mcp_servers(config: HermesConfig) -> None:
     b = config.bus
     if not b.mcp_servers:
         return
-    if b.kind != "redis":
-        raise ConfigError(f"bus.mcp_servers ({', '.join(b.mcp_servers)}) are run by "
-                          "`hermes-fsm worker` processes on the Redis bus: set "
-                          f"HERMES_BUS_URL (or bus.kind: redis), not {b.kind!r}")
+    if b.kind == "none":
+        raise ConfigError(f"bus.mcp_servers ({', '.join(b.mcp_servers)}) are run by the "
+                          "bus's workers: set bus.kind to inprocess (a worker in this "
+                          "process) or redis (`hermes-fsm worker` processes; HERMES_BUS_URL)")
     unknown = sorted(set(b.mcp_servers) - set(config.mcp_servers))
     if unknown:
         raise ConfigError(f"bus.mcp_servers names {', '.join(unknown)}, not in mcp_servers "
@@ -154,30 +154,45 @@ def add_bus_mcp_servers(config: HermesConfig, bus: Bus, mcp: MCPServers, *,
 
 
 class EmbeddedWorkerBus(InProcessBus):
-    """The in-process bus with its own sandboxed worker, started at the first call
-    (``bus.kind: inprocess``): tools run contained without Redis or a worker process."""
+    """The in-process bus with its own sandboxed worker, started at the first call or the
+    first look at the workers (``bus.kind: inprocess``): tools run contained without
+    Redis or a worker process. The MCP servers of ``bus.mcp_servers`` are this worker's,
+    served over the bus exactly as ``hermes-fsm worker`` serves them on Redis."""
 
     def __init__(self, config: HermesConfig, **options: Any) -> None:
         super().__init__(**options)
         self.config = config
         self._worker: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self.setup: WorkerSetup | None = None
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None and not self._worker.done():
+            return
+        b = self.config.bus
+        registry = load_tool_registry(self.config)
+        pool = SandboxPool(b.registry, size=b.concurrency, limits=sandbox_limits(self.config))
+        local = specs_of(registry, b.tools)
+        runner, servers = _runner(self.config, pool, b.group)
+        worker = Worker(self, b.group, local, runner, concurrency=b.concurrency,
+                        heartbeat_s=b.heartbeat_s, on_event=self.on_event)
+        self.setup = WorkerSetup(worker, self, pool, None, servers, local, owns_bus=False)
+        self._stop = asyncio.Event()
+        self._worker = asyncio.get_running_loop().create_task(self.setup.run(self._stop))
 
     async def call(self, request: ExecuteRequest, group: str) -> Reply:
         """Start the worker if it is not running, then see :meth:`InProcessBus.call`."""
-        if self._worker is None or self._worker.done():
-            b = self.config.bus
-            registry = load_tool_registry(self.config)
-            pool = SandboxPool(b.registry, size=b.concurrency, limits=sandbox_limits(self.config))
-            worker = Worker(self, b.group, specs_of(registry, b.tools), pool,
-                            concurrency=b.concurrency, heartbeat_s=b.heartbeat_s,
-                            on_event=self.on_event)
-            self._stop = asyncio.Event()
-            self._worker = asyncio.get_running_loop().create_task(worker.run(self._stop))
+        self._ensure_worker()
         return await super().call(request, group)
 
+    async def workers(self) -> list[WorkerInfo]:
+        """Start the worker if it is not running (its MCP servers' tools are learnt from
+        its heartbeat), then see :meth:`InProcessBus.workers`."""
+        self._ensure_worker()
+        return await super().workers()
+
     async def aclose(self) -> None:
-        """Stop the worker."""
+        """Stop the worker, its sandbox pool and its MCP servers."""
         self._stop.set()
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
@@ -194,11 +209,14 @@ class WorkerSetup:
     fence: Any
     mcp: MCPServers | None = None
     local: dict[str, ToolSpec] | None = None
+    owns_bus: bool = True
+    """Close the bus when done (not for the in-process bus, whose worker this is)."""
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Open the fence, start the pool and the MCP servers, serve until ``stop``; then
-        release all."""
-        await self.fence.open()
+        """Open the fence (if any), start the pool and the MCP servers, serve until
+        ``stop``; then release all."""
+        if self.fence is not None:
+            await self.fence.open()
         sync: asyncio.Task[None] | None = None
         try:
             await self.pool.start()
@@ -213,8 +231,10 @@ class WorkerSetup:
             if self.mcp is not None:
                 await self.mcp.aclose()
             await self.pool.aclose()
-            await self.bus.aclose()
-            await self.fence.close()
+            if self.owns_bus:
+                await self.bus.aclose()
+            if self.fence is not None:
+                await self.fence.close()
 
     def sync_tools(self) -> None:
         """Serve what the MCP servers list now, beside the local tools."""
@@ -231,6 +251,21 @@ class WorkerSetup:
         while True:  # a server restarted, or its tools changed (list_changed)
             await asyncio.sleep(self.worker.heartbeat_s)
             self.sync_tools()
+
+
+def _runner(config: HermesConfig, pool: SandboxPool, group: str
+            ) -> tuple[Any, MCPServers | None]:
+    """What a worker of ``group`` runs calls with: the sandbox ``pool``, or — for the
+    group that runs ``bus.mcp_servers`` — a :class:`RoutedRunner` sending the MCP tools
+    to those servers (returned too, not started)."""
+    b = config.bus
+    if not (b.mcp_servers and group == b.group):
+        return pool, None
+    directory = config.tools.contracts_dir or default_tool_contract_dir()
+    pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
+    servers = MCPServers({n: config.mcp_servers[n] for n in b.mcp_servers},
+                         ToolRegistry(), pinned)
+    return RoutedRunner(pool, servers.registry), servers
 
 
 def build_worker(config: HermesConfig, *, group: str | None = None,
@@ -256,14 +291,7 @@ def build_worker(config: HermesConfig, *, group: str | None = None,
     fence = build_store(config)
     group = group or b.group
     local = specs_of(registry, b.tools)
-    runner: Any = pool
-    servers = None
-    if b.mcp_servers and group == b.group:  # the MCP servers this group's workers run
-        directory = config.tools.contracts_dir or default_tool_contract_dir()
-        pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
-        servers = MCPServers({n: config.mcp_servers[n] for n in b.mcp_servers},
-                             ToolRegistry(), pinned)
-        runner = RoutedRunner(pool, servers.registry)
+    runner, servers = _runner(config, pool, group)
     worker = Worker(bus, group, local, runner, fence=fence, concurrency=size,
                     heartbeat_s=b.heartbeat_s, worker_id=worker_id)
     return WorkerSetup(worker, bus, pool, fence, servers, local)
