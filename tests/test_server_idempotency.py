@@ -184,3 +184,34 @@ async def test_a_duplicate_waits_for_a_turn_running_on_another_server(tmp_path) 
     assert one.status_code == two.status_code == 200
     assert one.content == two.content and two.headers["idempotent-replayed"] == "true"
     assert (first_brain.turns, second_brain.turns) == (1, 0)
+
+
+async def test_the_openapi_document_describes_the_header_as_the_server_checks_it() -> None:
+    """The ``Idempotency-Key`` parameter's schema accepts exactly the keys the server
+    accepts, and the replay header and the key's error codes are documented."""
+    import jsonschema
+
+    app = create_app(demo_orchestrator(brain=CountingBrain()), tokens=TOKENS)
+    keys = ["k-1", "a" * 200, "a" * 201, "has space", "", "~!#$%&'*+.^_`|"]
+    async with served(app) as url, httpx.AsyncClient(base_url=url, timeout=20) as http:
+        doc = (await http.get("/openapi.json")).json()
+        accepted = []
+        for i, key in enumerate(keys):
+            answer = await http.post(
+                f"/v1/sessions/s{i}/turns", json={"text": QUESTION}, headers=_keyed(key)
+            )
+            assert answer.status_code in (200, 422), answer.text
+            accepted.append(answer.status_code == 200)
+
+    turn = doc["paths"]["/v1/sessions/{session_id}/turns"]["post"]
+    (param,) = [p for p in turn["parameters"] if p["in"] == "header"]
+    assert param["name"].lower() == "idempotency-key" and param["required"] is False
+    validator = jsonschema.Draft202012Validator(param["schema"])
+    assert [validator.is_valid(key) for key in keys] == accepted
+    assert accepted == [True, True, False, False, False, True]
+    assert "Idempotent-Replayed" in turn["responses"]["200"]["headers"]
+    assert "idempotency_key_in_progress" in turn["responses"]["409"]["description"]
+    assert "Retry-After" in turn["responses"]["409"]["headers"]
+    assert "idempotency_key_reused" in turn["responses"]["422"]["description"]
+    events = doc["paths"]["/v1/sessions/{session_id}/events"]["get"]
+    assert "Idempotency" not in str(events)  # only the turn operation takes a key

@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
@@ -376,17 +377,30 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
     from hermes_fsm.config.toolbox import Toolbox
 
     box = Toolbox.from_config(config)
+    bus = None
+    if config.bus.kind != "none" and config.bus.mcp_servers:  # run by the bus's workers
+        from hermes_fsm.config.bus import add_bus_mcp_servers, build_bus
+
+        bus = build_bus(config)
+        assert bus is not None
+        # Redis: the heartbeats read once; in-process: this process's worker starts them
+        add_bus_mcp_servers(config, bus, box.mcp,
+                            connect_timeout_s=0.0 if config.bus.kind == "redis" else None)
 
     async def survey() -> list[dict[str, Any]]:
         await box.mcp.start()
         try:
+            sources = {c.name: getattr(c, "source", f"mcp:{c.name}") for c in box.mcp}
             records = box.mcp.info()
             for record in records:
+                source = sources[record["name"]]
                 record["tool_names"] = sorted(t.name for t in box.registry.tools()
-                                              if t.source == f"mcp:{record['name']}")
+                                              if t.source == source)
             return records
         finally:
             await box.mcp.aclose()
+            if bus is not None:
+                await bus.aclose()
 
     records = asyncio.run(survey())
     if args.json:
@@ -406,11 +420,28 @@ def _mcp(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
             used = set(r.get("prompts_used") or ())
             out.write("  prompts: " + ", ".join(f"{p} (used by intent)" if p in used else p
                                                  for p in r["prompt_names"]) + "\n")
+        if "served_by" in r:
+            _served_by(r, out)
         if r["last_error"]:
             out.write(f"  last error: {r['last_error']}\n")
         for problem in r["problems"]:
             out.write(f"  problem: {problem}\n")
     return 0
+
+
+def _served_by(record: dict[str, Any], out: TextIO) -> None:
+    """The workers that run a bus-served MCP server, from their heartbeats."""
+    if not record["served_by"]:
+        out.write(f"  served by: no live worker of bus group {record['group']!r} (start one "
+                  f"with `hermes-fsm worker --group {record['group']}`)\n")
+        return
+    now = time.time()
+    for w in record["served_by"]:
+        error = f"; last error: {w['last_error']}" if w.get("last_error") else ""
+        out.write(f"  served by: worker {w['worker_id']} (group {record['group']}, "
+                  f"{w['host']} pid {w['pid']}): {w['status']}, tools={w['tools']}, "
+                  f"in_flight={w['in_flight']}/{w['concurrency']}, "
+                  f"heartbeat {max(0.0, now - w['last_heartbeat']):.1f}s ago{error}\n")
 
 
 def _serve(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:

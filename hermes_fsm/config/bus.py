@@ -24,9 +24,15 @@ from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_cont
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.bus.child import load_registry
 from hermes_fsm.tools.bus.inprocess import InProcessBus
-from hermes_fsm.tools.bus.mcp import RemoteMCPServer, RoutedRunner, catalog, mcp_specs
+from hermes_fsm.tools.bus.mcp import (
+    RemoteMCPServer,
+    RoutedRunner,
+    catalog,
+    mcp_specs,
+    server_states,
+)
 from hermes_fsm.tools.bus.messages import ExecuteRequest, Reply
-from hermes_fsm.tools.bus.protocol import Bus
+from hermes_fsm.tools.bus.protocol import Bus, WorkerInfo
 from hermes_fsm.tools.bus.remote import serve_over_bus
 from hermes_fsm.tools.bus.sandbox import SandboxLimits, SandboxPool
 from hermes_fsm.tools.bus.worker import ToolSpec, Worker, specs_of
@@ -36,8 +42,8 @@ from hermes_fsm.tools.registry import ToolRegistry
 if TYPE_CHECKING:
     from hermes_fsm.config.settings import HermesConfig
 
-__all__ = ["EmbeddedWorkerBus", "WorkerSetup", "attach_bus", "build_bus", "build_worker",
-           "load_tool_registry", "sandbox_limits"]
+__all__ = ["EmbeddedWorkerBus", "WorkerSetup", "add_bus_mcp_servers", "attach_bus",
+           "build_bus", "build_worker", "load_tool_registry", "sandbox_limits"]
 
 
 def load_tool_registry(config: HermesConfig) -> ToolRegistry:
@@ -96,10 +102,10 @@ def _check_mcp_servers(config: HermesConfig) -> None:
     b = config.bus
     if not b.mcp_servers:
         return
-    if b.kind != "redis":
-        raise ConfigError(f"bus.mcp_servers ({', '.join(b.mcp_servers)}) are run by "
-                          "`hermes-fsm worker` processes on the Redis bus: set "
-                          f"HERMES_BUS_URL (or bus.kind: redis), not {b.kind!r}")
+    if b.kind == "none":
+        raise ConfigError(f"bus.mcp_servers ({', '.join(b.mcp_servers)}) are run by the "
+                          "bus's workers: set bus.kind to inprocess (a worker in this "
+                          "process) or redis (`hermes-fsm worker` processes; HERMES_BUS_URL)")
     unknown = sorted(set(b.mcp_servers) - set(config.mcp_servers))
     if unknown:
         raise ConfigError(f"bus.mcp_servers names {', '.join(unknown)}, not in mcp_servers "
@@ -122,11 +128,7 @@ def attach_bus(config: HermesConfig, registry: ToolRegistry,
         return None
     _check_mcp_servers(config)
     if mcp is not None:
-        for name in config.bus.mcp_servers:
-            server = config.mcp_servers[name]
-            mcp.add(RemoteMCPServer(name, server.transport, bus, config.bus.group, registry,
-                                    refresh_s=config.bus.heartbeat_s,
-                                    connect_timeout_s=min(server.connect_timeout_s, 10.0)))
+        add_bus_mcp_servers(config, bus, mcp)
     names = config.bus.tools
     if names is not None:
         unknown = sorted(set(names) - set(registry.names()))
@@ -137,31 +139,60 @@ def attach_bus(config: HermesConfig, registry: ToolRegistry,
     return bus
 
 
+def add_bus_mcp_servers(config: HermesConfig, bus: Bus, mcp: MCPServers, *,
+                        connect_timeout_s: float | None = None) -> None:
+    """Add to ``mcp`` a :class:`RemoteMCPServer` for each server of ``bus.mcp_servers``
+    (its tools go to ``mcp``'s registry). ``connect_timeout_s``: how long each one's start
+    waits for a worker (default: the server's own, at most 10 s; 0 reads the heartbeats
+    once, as ``hermes-fsm mcp list`` does)."""
+    for name in config.bus.mcp_servers:
+        server = config.mcp_servers[name]
+        wait = min(server.connect_timeout_s, 10.0) if connect_timeout_s is None \
+            else connect_timeout_s
+        mcp.add(RemoteMCPServer(name, server.transport, bus, config.bus.group, mcp.registry,
+                                refresh_s=config.bus.heartbeat_s, connect_timeout_s=wait))
+
+
 class EmbeddedWorkerBus(InProcessBus):
-    """The in-process bus with its own sandboxed worker, started at the first call
-    (``bus.kind: inprocess``): tools run contained without Redis or a worker process."""
+    """The in-process bus with its own sandboxed worker, started at the first call or the
+    first look at the workers (``bus.kind: inprocess``): tools run contained without
+    Redis or a worker process. The MCP servers of ``bus.mcp_servers`` are this worker's,
+    served over the bus exactly as ``hermes-fsm worker`` serves them on Redis."""
 
     def __init__(self, config: HermesConfig, **options: Any) -> None:
         super().__init__(**options)
         self.config = config
         self._worker: asyncio.Task[None] | None = None
         self._stop = asyncio.Event()
+        self.setup: WorkerSetup | None = None
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None and not self._worker.done():
+            return
+        b = self.config.bus
+        registry = load_tool_registry(self.config)
+        pool = SandboxPool(b.registry, size=b.concurrency, limits=sandbox_limits(self.config))
+        local = specs_of(registry, b.tools)
+        runner, servers = _runner(self.config, pool, b.group)
+        worker = Worker(self, b.group, local, runner, concurrency=b.concurrency,
+                        heartbeat_s=b.heartbeat_s, on_event=self.on_event)
+        self.setup = WorkerSetup(worker, self, pool, None, servers, local, owns_bus=False)
+        self._stop = asyncio.Event()
+        self._worker = asyncio.get_running_loop().create_task(self.setup.run(self._stop))
 
     async def call(self, request: ExecuteRequest, group: str) -> Reply:
         """Start the worker if it is not running, then see :meth:`InProcessBus.call`."""
-        if self._worker is None or self._worker.done():
-            b = self.config.bus
-            registry = load_tool_registry(self.config)
-            pool = SandboxPool(b.registry, size=b.concurrency, limits=sandbox_limits(self.config))
-            worker = Worker(self, b.group, specs_of(registry, b.tools), pool,
-                            concurrency=b.concurrency, heartbeat_s=b.heartbeat_s,
-                            on_event=self.on_event)
-            self._stop = asyncio.Event()
-            self._worker = asyncio.get_running_loop().create_task(worker.run(self._stop))
+        self._ensure_worker()
         return await super().call(request, group)
 
+    async def workers(self) -> list[WorkerInfo]:
+        """Start the worker if it is not running (its MCP servers' tools are learnt from
+        its heartbeat), then see :meth:`InProcessBus.workers`."""
+        self._ensure_worker()
+        return await super().workers()
+
     async def aclose(self) -> None:
-        """Stop the worker."""
+        """Stop the worker, its sandbox pool and its MCP servers."""
         self._stop.set()
         if self._worker is not None:
             await asyncio.gather(self._worker, return_exceptions=True)
@@ -178,11 +209,14 @@ class WorkerSetup:
     fence: Any
     mcp: MCPServers | None = None
     local: dict[str, ToolSpec] | None = None
+    owns_bus: bool = True
+    """Close the bus when done (not for the in-process bus, whose worker this is)."""
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
-        """Open the fence, start the pool and the MCP servers, serve until ``stop``; then
-        release all."""
-        await self.fence.open()
+        """Open the fence (if any), start the pool and the MCP servers, serve until
+        ``stop``; then release all."""
+        if self.fence is not None:
+            await self.fence.open()
         sync: asyncio.Task[None] | None = None
         try:
             await self.pool.start()
@@ -197,8 +231,10 @@ class WorkerSetup:
             if self.mcp is not None:
                 await self.mcp.aclose()
             await self.pool.aclose()
-            await self.bus.aclose()
-            await self.fence.close()
+            if self.owns_bus:
+                await self.bus.aclose()
+            if self.fence is not None:
+                await self.fence.close()
 
     def sync_tools(self) -> None:
         """Serve what the MCP servers list now, beside the local tools."""
@@ -209,11 +245,27 @@ class WorkerSetup:
         worker.tools = {**(self.local or {}), **mcp_specs(registry)}
         worker.info.tools = sorted(worker.tools)
         worker.info.catalog = catalog(registry)
+        worker.info.mcp_servers = server_states(self.mcp)
 
     async def _sync_tools(self) -> None:
         while True:  # a server restarted, or its tools changed (list_changed)
             await asyncio.sleep(self.worker.heartbeat_s)
             self.sync_tools()
+
+
+def _runner(config: HermesConfig, pool: SandboxPool, group: str
+            ) -> tuple[Any, MCPServers | None]:
+    """What a worker of ``group`` runs calls with: the sandbox ``pool``, or — for the
+    group that runs ``bus.mcp_servers`` — a :class:`RoutedRunner` sending the MCP tools
+    to those servers (returned too, not started)."""
+    b = config.bus
+    if not (b.mcp_servers and group == b.group):
+        return pool, None
+    directory = config.tools.contracts_dir or default_tool_contract_dir()
+    pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
+    servers = MCPServers({n: config.mcp_servers[n] for n in b.mcp_servers},
+                         ToolRegistry(), pinned)
+    return RoutedRunner(pool, servers.registry), servers
 
 
 def build_worker(config: HermesConfig, *, group: str | None = None,
@@ -239,14 +291,7 @@ def build_worker(config: HermesConfig, *, group: str | None = None,
     fence = build_store(config)
     group = group or b.group
     local = specs_of(registry, b.tools)
-    runner: Any = pool
-    servers = None
-    if b.mcp_servers and group == b.group:  # the MCP servers this group's workers run
-        directory = config.tools.contracts_dir or default_tool_contract_dir()
-        pinned = {n: c for n, c in load_tool_contracts(directory).items() if "." in n}
-        servers = MCPServers({n: config.mcp_servers[n] for n in b.mcp_servers},
-                             ToolRegistry(), pinned)
-        runner = RoutedRunner(pool, servers.registry)
+    runner, servers = _runner(config, pool, group)
     worker = Worker(bus, group, local, runner, fence=fence, concurrency=size,
                     heartbeat_s=b.heartbeat_s, worker_id=worker_id)
     return WorkerSetup(worker, bus, pool, fence, servers, local)

@@ -260,7 +260,8 @@ class BusConfig(_Strict):
     sandbox: SandboxConfig = SandboxConfig()
     mcp_servers: list[str] = []
     """Names of ``mcp_servers`` entries the workers of ``group`` start and serve (the
-    orchestrator then does not start them; ``kind: redis`` only)."""
+    orchestrator then does not start them and calls their tools over the bus; with
+    ``kind: inprocess`` its own embedded worker runs them)."""
 
 
 class TelemetryConfig(_Strict):

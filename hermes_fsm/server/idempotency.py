@@ -36,10 +36,19 @@ from starlette.responses import Response
 
 from hermes_fsm.server.wire import error_response
 
-__all__ = ["HEADER", "IdempotencyJournal", "TurnIdempotency", "fingerprint", "key_problem"]
+__all__ = [
+    "HEADER",
+    "KEY_PATTERN",
+    "IdempotencyJournal",
+    "TurnIdempotency",
+    "fingerprint",
+    "key_problem",
+]
 
 HEADER = "idempotency-key"
-_KEY = re.compile(r"^[\x21-\x7e]{1,200}$")
+KEY_PATTERN = r"^[\x21-\x7e]{1,200}$"
+"""A usable key: 1-200 visible ASCII characters (also the pattern in ``openapi.json``)."""
+_KEY = re.compile(KEY_PATTERN)
 _KEEP = frozenset({200, 403, 410, 422})
 """Statuses recorded for a key: the turn ran (or was refused for good)."""
 

@@ -11,6 +11,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from hermes_fsm.events.model import EVENT_ADAPTER
+from hermes_fsm.server.idempotency import KEY_PATTERN
 from hermes_fsm.server.wire import ErrorResponse, TurnRequest, TurnResponse
 
 __all__ = ["openapi_document"]
@@ -37,9 +38,24 @@ _ERRORS = {
 }
 
 
-def _errors(*codes: int, authenticated: bool) -> dict[str, Any]:
+_TURN_ERRORS: dict[int, dict[str, Any]] = {
+    409: {"description": "a turn is already running on the session (code session_busy), or "
+          "the turn with this Idempotency-Key still runs on another server process (code "
+          "idempotency_key_in_progress: retry with the same key after Retry-After seconds)",
+          "headers": {"Retry-After": {"description": "seconds (idempotency_key_in_progress)",
+                                      "schema": {"type": "string"}}}},
+    422: {"description": "invalid request: session id, body or Idempotency-Key header (field "
+          "details in error.details), or the key was already used on this session for "
+          "another request (code idempotency_key_reused)"},
+}
+"""What the turn operation adds to an error answer (its Idempotency-Key header)."""
+
+
+def _errors(*codes: int, authenticated: bool,
+            special: dict[int, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The error answers of an operation, every one the JSON ``ErrorResponse``; 401 only
-    when tokens are configured (``authenticated``)."""
+    when tokens are configured (``authenticated``); ``special`` replaces a code's
+    description or adds its headers for this operation."""
     responses: dict[str, Any] = {}
     for code in codes:
         if code == 401 and not authenticated:
@@ -48,6 +64,7 @@ def _errors(*codes: int, authenticated: bool) -> dict[str, Any]:
         if code == 401:
             responses[str(code)]["headers"] = {"WWW-Authenticate": {
                 "description": "the bearer challenge", "schema": {"type": "string"}}}
+        responses[str(code)].update((special or {}).get(code, {}))
     return responses
 
 
@@ -59,6 +76,23 @@ _READINESS = {"application/json": {"schema": {
                    "each MCP server): {ready, ...details}",
                    "additionalProperties": {"type": "object", "required": ["ready"],
                                             "properties": {"ready": {"type": "boolean"}}}}}}}}
+
+
+_IDEMPOTENCY_KEY = {
+    "name": "Idempotency-Key", "in": "header", "required": False,
+    "description": "Runs the turn at most once per (user, session, key). A retry with the "
+    "same key and body gets the recorded answer (same status and body, header "
+    "Idempotent-Replayed: true) without running again; a duplicate sent while the turn runs "
+    "waits for it; the same key with another body is 422 idempotency_key_reused; a 409 "
+    "session_busy or 500 answer is not kept (the next retry runs the turn). JSON turns only: "
+    "refused (422) with Accept: text/event-stream. Send a fresh random key (a UUID) per new "
+    "turn and the same one on its retries.",
+    "schema": {"type": "string", "pattern": KEY_PATTERN, "minLength": 1, "maxLength": 200},
+}
+_REPLAYED = {"Idempotent-Replayed": {
+    "description": "present when the answer is the recorded answer of an earlier request "
+    "with the same Idempotency-Key (nothing ran again)",
+    "schema": {"type": "string", "enum": ["true"]}}}
 
 
 def openapi_document(authenticated: bool = True) -> dict[str, Any]:
@@ -84,12 +118,13 @@ def openapi_document(authenticated: bool = True) -> dict[str, Any]:
     paths = {
         "/v1/sessions/{session_id}/turns": {"post": {
             "summary": "Run a turn (JSON result, or its events as server-sent events)",
-            "parameters": [session], "security": security,
+            "parameters": [session, _IDEMPOTENCY_KEY], "security": security,
             "requestBody": {"required": True, "content": _json("TurnRequest")},
             "responses": {"200": {"description": "the turn's result, or its event stream",
+                                  "headers": _REPLAYED,
                                   "content": {**_json("TurnResponse"), **stream}},
                           **_errors(400, 401, 403, 409, 410, 422, 500,
-                                    authenticated=authenticated)}}},
+                                    authenticated=authenticated, special=_TURN_ERRORS)}}},
         "/v1/sessions/{session_id}/events": {"get": {
             "summary": "A session's events after a sequence number (JSON, or SSE following "
                        "a running turn)",

@@ -9,6 +9,8 @@ import itertools
 import time
 from typing import Any
 
+import pytest
+
 from hermes_fsm.tools.bus.messages import decode
 from hermes_fsm.tools.bus.sandbox import InlineRunner
 from tests.bus.conftest import request, running
@@ -114,3 +116,17 @@ async def test_a_slot_is_free_once_the_tool_ran_and_concurrency_holds(bus):
         assert start2 >= end1  # one call at a time: concurrency 1 holds
     # the second call ran while the first one's outcome was still being journalled
     assert runs[1][0] < sorted(journal.finished)[0]
+
+
+async def test_a_redis_that_lost_its_scripts_still_gets_answers_and_acks(bus, bus_kind):
+    """The Redis bus answers and acks in one script (EVALSHA); a Redis restarted (its
+    script cache empty) gets it loaded again, and no request is left pending."""
+    if bus_kind != "redis":
+        pytest.skip("the in-process bus runs no script (this test runs on Redis)")
+    async with running(bus):
+        first = await bus.call(request("noop"), "default")
+        await bus.client.script_flush()
+        second = await bus.call(request("noop"), "default")
+        pending = await bus.client.xpending(f"{bus.prefix}:req:default", "workers")
+    assert first.kind == second.kind == "EXECUTE_RESULT"
+    assert pending["pending"] == 0

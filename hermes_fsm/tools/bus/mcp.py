@@ -34,7 +34,7 @@ from hermes_fsm.tools.bus.sandbox import SandboxOutcome
 from hermes_fsm.tools.bus.worker import Runner, ToolSpec
 from hermes_fsm.tools.registry import Tool, ToolRegistry
 
-__all__ = ["RemoteMCPServer", "RoutedRunner", "catalog", "mcp_specs"]
+__all__ = ["RemoteMCPServer", "RoutedRunner", "catalog", "mcp_specs", "server_states"]
 
 
 def mcp_specs(registry: ToolRegistry) -> dict[str, ToolSpec]:
@@ -64,6 +64,16 @@ def catalog(registry: ToolRegistry) -> list[dict[str, Any]]:
         for t in registry.tools()
         if t.source.startswith("mcp:") and t.contract is not None
     ]
+
+
+_STATE_FIELDS = ("name", "transport", "status", "tools", "protocol_version", "restarts",
+                 "last_error")
+
+
+def server_states(servers: Any) -> list[dict[str, Any]]:
+    """What a worker's heartbeat says of the MCP servers it runs (``servers``: its
+    :class:`~hermes_fsm.tools.mcp.servers.MCPServers`): each one's status line, short."""
+    return [{k: record.get(k) for k in _STATE_FIELDS} for record in servers.info()]
 
 
 class RoutedRunner:
@@ -159,6 +169,11 @@ class RemoteMCPServer:
         self.last_error: str | None = None
         self.tool_names: list[str] = []
         self.workers: list[str] = []
+        """The live workers that serve its tools now."""
+        self.served_by: list[dict[str, Any]] = []
+        """Each live worker of the group that runs it, from its heartbeat: ``worker_id``,
+        ``host``, ``pid``, ``last_heartbeat``, ``in_flight``, ``concurrency`` and the
+        server's ``status``, ``tools`` and ``last_error`` in that worker."""
         self._contracts: dict[str, dict[str, Any]] = {}
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -223,7 +238,9 @@ class RemoteMCPServer:
             "restarts": 0,
             "last_error": self.last_error,
             "problems": [],
+            "group": self.group,
             "workers": list(self.workers),
+            "served_by": [dict(w) for w in self.served_by],
         }
 
     async def _watch(self) -> None:
@@ -240,19 +257,29 @@ class RemoteMCPServer:
             await asyncio.sleep(self.refresh_s)
 
     async def refresh(self) -> None:
-        """Read the live workers' announcements once; register what they serve."""
+        """Read the live workers' heartbeats once; register what they serve."""
         prefix = f"{self.name}."
         contracts: dict[str, dict[str, Any]] = {}
         workers: list[str] = []
+        served_by: list[dict[str, Any]] = []
         for worker in await self.bus.workers():
             if worker.group != self.group:
                 continue
             mine = [e for e in worker.catalog if str(e.get("name", "")).startswith(prefix)]
+            state = next((m for m in worker.mcp_servers if m.get("name") == self.name), None)
             if mine:
                 workers.append(worker.worker_id)
+            if mine or state is not None:  # it runs the server (up or not)
+                state = state or {"status": "ready", "tools": len(mine), "last_error": None}
+                served_by.append({
+                    "worker_id": worker.worker_id, "host": worker.host, "pid": worker.pid,
+                    "last_heartbeat": worker.last_heartbeat, "in_flight": worker.in_flight,
+                    "concurrency": worker.concurrency, "status": state.get("status"),
+                    "tools": state.get("tools", len(mine)),
+                    "last_error": state.get("last_error")})
             for entry in mine:
                 contracts.setdefault(str(entry["name"]), entry["contract"])
-        self.workers = workers
+        self.workers, self.served_by = workers, served_by
         if workers and contracts != self._contracts:  # none: the last ones stay, unavailable
             self._register(contracts)
         if workers:
@@ -260,7 +287,11 @@ class RemoteMCPServer:
             self._ready.set()
         else:
             self.status = "restarting" if self.tool_names else "starting"
-            self.last_error = "no live worker announces it"
+            errors = [f"{w['worker_id']}: {w['last_error']}" for w in served_by
+                      if w["last_error"]]
+            self.last_error = (
+                f"no live worker serves its tools ({'; '.join(errors)})" if errors
+                else "no live worker announces it")
             self._ready.clear()
 
     def _register(self, contracts: Mapping[str, dict[str, Any]]) -> None:

@@ -26,8 +26,9 @@ and is never applied.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -88,6 +89,9 @@ class WorkerInfo:
     catalog: list[dict[str, Any]] = field(default_factory=list)
     """The contracts of the MCP tools it serves (:mod:`~hermes_fsm.tools.bus.mcp`): the
     orchestrator registers its stand-ins from them."""
+    mcp_servers: list[dict[str, Any]] = field(default_factory=list)
+    """The MCP servers it runs, as it sees them: ``{name, transport, status, tools,
+    last_error}`` each (``hermes-fsm mcp list`` says which worker serves which)."""
 
     def as_dict(self) -> dict[str, Any]:
         """The heartbeat as JSON-ready fields."""
@@ -95,7 +99,19 @@ class WorkerInfo:
                 "pid": self.pid, "host": self.host, "concurrency": self.concurrency,
                 "in_flight": self.in_flight, "served": self.served,
                 "started_at": self.started_at, "last_heartbeat": self.last_heartbeat,
-                "catalog": self.catalog}
+                "catalog": self.catalog, "mcp_servers": self.mcp_servers}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> WorkerInfo:
+        """A heartbeat read back; fields it does not know (a newer worker's) are left out.
+
+        Raises:
+            TypeError: a required field is missing.
+        """
+        return cls(**{k: v for k, v in data.items() if k in _WORKER_FIELDS})
+
+
+_WORKER_FIELDS = frozenset(f.name for f in dataclasses.fields(WorkerInfo))
 
 
 @runtime_checkable

@@ -29,11 +29,13 @@ restarting after Redis comes back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import socket
 import time
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
 from hermes_fsm.tools.bus.messages import ExecuteAck, ExecuteRequest, Reply, encode
@@ -42,6 +44,20 @@ from hermes_fsm.tools.bus.protocol import BusEvent, Delivery, ReplyWaiters, Work
 __all__ = ["RedisStreamsBus"]
 
 _GROUP = "workers"
+_FINISH = """
+if ARGV[4] ~= '' then
+  if ARGV[5] then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[4], 'a', ARGV[5])
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'm', ARGV[4])
+  end
+end
+return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+"""
+""":meth:`RedisStreamsBus.finish` as one command: the answer (with its ack, if any) on
+the reply stream ``KEYS[2]``, then the request's ``XACK`` on ``KEYS[1]`` (``ARGV``: the
+consumer group, the entry id, the reply stream's ``MAXLEN ~``, the answer or ``''`` for
+none, the ``EXECUTE_ACK``). An answer that cannot be written leaves the entry pending."""
 
 
 def _redis() -> Any:
@@ -98,6 +114,8 @@ class RedisStreamsBus:
         self._reader: asyncio.Task[None] | None = None
         self._groups_made: set[str] = set()
         self._closed = False
+        self._finish: Any = None  # the finish script (EVALSHA; loaded again if Redis lost it)
+        self._busy: set[str] = set()  # own connections a command of the call path holds
 
     # --- connections -----------------------------------------------------------------------
 
@@ -121,6 +139,20 @@ class RedisStreamsBus:
         if own is None:
             own = self._own[name] = self.client.client()
         return own
+
+    @contextlib.contextmanager
+    def _sender(self, name: str) -> Iterator[Any]:
+        """A client for one command of the call path: the connection of its own named
+        ``name`` while no other command uses it (no pool checkout: the common case of
+        one call at a time), else the pool's (a burst does not queue on one socket)."""
+        if name in self._busy:
+            yield self.client
+            return
+        self._busy.add(name)
+        try:
+            yield self._connection(name)
+        finally:
+            self._busy.discard(name)
 
     def _requests(self, group: str) -> str:
         return f"{self.prefix}:req:{group}"
@@ -159,8 +191,9 @@ class RedisStreamsBus:
     async def send_raw(self, group: str, raw: bytes) -> None:
         """See :meth:`Bus.send_raw`."""
         oldest = int((time.time() - self.retention_s) * 1000)
-        await self.client.xadd(self._requests(group), {"m": raw}, minid=f"{oldest}-0",
-                               approximate=True)
+        with self._sender("send") as client:
+            await client.xadd(self._requests(group), {"m": raw}, minid=f"{oldest}-0",
+                              approximate=True)
 
     def _start_reader(self) -> None:
         if self._reader is None or self._reader.done():
@@ -262,21 +295,21 @@ class RedisStreamsBus:
 
     async def finish(self, reply_to: str, message: Reply, group: str, entry_id: str, *,
                      ack: ExecuteAck | None = None) -> None:
-        """See :meth:`Bus.finish` (one pipelined round trip: the reply, then the XACK; an
+        """See :meth:`Bus.finish` (one command, a script: the reply, then the XACK; an
         ``EXECUTE_ACK`` not sent yet rides in the answer's entry, field ``a``: one entry,
         one read of the reply stream)."""
         if reply_to and not reply_to.startswith(f"{self.prefix}:rep:"):
             await self.reply_raw(reply_to, b"")  # refused, with its event
             reply_to = ""
-        async with self.client.pipeline(transaction=False) as pipe:
-            if reply_to:
-                fields = {"m": encode(message)}
-                if ack is not None:
-                    fields["a"] = encode(ack)
-                pipe.xadd(reply_to, fields,
-                          maxlen=self.max_replies, approximate=True)
-            pipe.xack(self._requests(group), _GROUP, entry_id)
-            await pipe.execute()
+        stream = self._requests(group)
+        args: list[Any] = [_GROUP, entry_id, self.max_replies,
+                           encode(message) if reply_to else b""]
+        if reply_to and ack is not None:
+            args.append(encode(ack))
+        if self._finish is None:
+            self._finish = self.client.register_script(_FINISH)
+        with self._sender("finish") as client:
+            await self._finish(keys=[stream, reply_to or stream], args=args, client=client)
 
     async def dead_letter(self, group: str, delivery: Delivery, reason: str) -> None:
         """See :meth:`Bus.dead_letter`."""
@@ -309,8 +342,8 @@ class RedisStreamsBus:
             if raw is None:
                 continue
             try:
-                found.append(WorkerInfo(**json.loads(raw)))
-            except (ValueError, TypeError):
+                found.append(WorkerInfo.from_dict(json.loads(raw)))
+            except (ValueError, TypeError, AttributeError):  # not a heartbeat: skipped
                 continue
         return sorted(found, key=lambda w: w.worker_id)
 
@@ -337,4 +370,5 @@ class RedisStreamsBus:
                 pass
             await self._client.aclose()
             self._client = None
+            self._finish = None
             self._groups_made.clear()
