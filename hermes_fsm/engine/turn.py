@@ -28,6 +28,7 @@ from hermes_fsm.events.model import (
     StateExited,
     StateOutput,
     event_data,
+    finite,
     make_event,
 )
 from hermes_fsm.events.sinks import EventSink, sink_plan
@@ -202,6 +203,8 @@ class TurnContext:
         data["seq"] = seq
         if data["at"] is None:
             data["at"] = self._now()
+        if not finite(fields):  # NaN or ±Infinity: the log's JSON is written by pydantic
+            self.events.finite = False
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
         else:
@@ -234,7 +237,7 @@ class TurnContext:
         """Log a numbered event on the turn and hand it to the sinks (there are some)."""
         objects, calls = sink_plan(self._sinks.current)
         event = make_event(kind, data) if objects else None
-        self.events.add(kind, data, event)
+        self.events.add(kind, data, event, checked=True)
         for sink, takes_data in calls:
             if takes_data:
                 sink.emit_data(kind, data)
@@ -290,6 +293,8 @@ class TurnContext:
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "state_output", "state": state,
                 "attempt": self.attempt, "contract": contract, "output": output, "raw": raw}
+        if not finite(output) or not (raw is None or type(raw) is str or finite(raw)):
+            self.events.finite = False
         if self._sinks.current:
             self._deliver(StateOutput, data)
         else:

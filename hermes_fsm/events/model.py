@@ -29,6 +29,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
 
+try:  # the fast JSON writer of event batches (optional: hermes-fsm[fast]); see write_json
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the extra is not installed
+    _orjson = None  # type: ignore[assignment]
+
 __all__ = [
     "EVENTS_ADAPTER",
     "EVENT_ADAPTER",
@@ -506,9 +511,15 @@ class EventList(Sequence[Any]):
     Most events of a busy service are written and never read back as objects; building
     each one costs more than the rest of a state's work, so it happens only when needed
     (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
+
+    Attributes:
+        finite: ``False`` once an event may hold a non-finite float (NaN, ±Infinity):
+            :func:`write_json` then writes the batch with pydantic. :meth:`add` checks each
+            event it is given; whoever adds events through :meth:`appenders` checks their
+            values (:func:`finite`) and clears it.
     """
 
-    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects")
+    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects", "finite")
 
     def __init__(self) -> None:
         self._kinds: list[type[_Event]] = []
@@ -516,18 +527,26 @@ class EventList(Sequence[Any]):
         self._objects: dict[int, Any] = {}  # by index: the events built so far
         self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
         self._json_upto = 0
+        self.finite = True
 
-    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None) -> None:
-        """Append an event given as its kind and field dict (and its object, if built)."""
+    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None, *,
+            checked: bool = False) -> None:
+        """Append an event given as its kind and field dict (and its object, if built);
+        ``checked``: the caller has checked its values for non-finite floats (and cleared
+        :attr:`finite` if it found one)."""
         self._kinds.append(kind)
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
+        if not checked and self.finite and not finite(data):
+            self.finite = False
 
     def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
         """Two functions that together add an event with no object yet: call the first with
         its class, then the second with its field dict (what :meth:`add` does, without a
-        Python frame per event; the engine's turn uses them)."""
+        Python frame per event and without checking its values: the caller clears
+        :attr:`finite` for a value that :func:`finite` refuses; the engine's turn uses
+        them)."""
         return self._kinds.append, self._data.append
 
     def _build(self, index: int) -> Any:
@@ -581,7 +600,7 @@ class EventList(Sequence[Any]):
     def to_json(self) -> bytes:
         """The batch as one JSON array (the same JSON each event's model would write)."""
         if not self._json:
-            return to_json(self._data, serialize_unknown=True)
+            return write_json(self._data, self.finite)
         if self._json_upto < len(self._data):
             self.json_from(self._json_upto)
         if len(self._json) == 1:
@@ -594,8 +613,72 @@ class EventList(Sequence[Any]):
         Serialized once: when ``start`` is where the previous call ended, the array is
         kept and :meth:`to_json` joins the kept arrays rather than serialize again.
         """
-        blob = to_json(self._data[start:], serialize_unknown=True)
+        blob = write_json(self._data[start:], self.finite)
         if start == self._json_upto:
             self._json.append(blob)
             self._json_upto = len(self._data)
         return blob
+
+
+def finite(value: Any) -> bool:
+    """Whether ``value`` (field data: dicts, lists, tuples, scalars) holds no NaN or
+    ±Infinity float anywhere (what decides whether :func:`write_json` may use its fast
+    writer); ``False`` also for a value the fast writer cannot write anyway.
+
+    With orjson, a value whose JSON has no ``null`` holds none (orjson writes them as
+    ``null``), which is cheaper to find out than a walk; only a value with a ``null`` in
+    its JSON (a ``None``, or NaN) is walked.
+    """
+    if _orjson is not None:
+        try:
+            if b"null" not in _orjson.dumps(value, default=_unknown, option=_ORJSON_OPTIONS):
+                return True
+        except TypeError:
+            return False
+    stack = [value]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        item = pop()
+        kind = type(item)
+        if kind is str or kind is int or item is None or kind is bool:
+            continue
+        if kind is dict:
+            push(item.values())
+        elif kind is list or kind is tuple:
+            push(item)
+        elif isinstance(item, float):
+            if item - item != 0.0:  # NaN and ±Infinity give NaN
+                return False
+        elif isinstance(item, dict):
+            push(item.values())
+        elif isinstance(item, list | tuple):
+            push(item)
+    return True
+
+
+def _unknown(value: Any) -> Any:
+    raise TypeError(type(value).__name__)  # the fast writer gives up; pydantic writes it
+
+
+_ORJSON_OPTIONS = (0 if _orjson is None else _orjson.OPT_UTC_Z
+                   | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def write_json(data: Any, finite_floats: bool = False) -> bytes:
+    """``pydantic_core.to_json(data, serialize_unknown=True)``: the JSON of event field
+    data, byte for byte; faster when orjson is installed (``hermes-fsm[fast]``).
+
+    orjson writes the same bytes as pydantic for the types it knows natively (str, int,
+    bool, None, float, dict with str keys, list, tuple, datetime, date, time, UUID, enum)
+    but ``null`` for NaN and ±Infinity, where pydantic writes ``NaN``/``Infinity``; so it
+    is used only with ``finite_floats`` (the caller checked: :func:`finite`). Anything
+    else (a model, a dataclass, a subclass of str/int/dict/list, a set, bytes, Decimal,
+    a non-str key, an int beyond 64 bits) makes orjson give up and pydantic write the
+    whole of it. ``tests/test_event_json.py`` holds the two writers to the same bytes.
+    """
+    if finite_floats and _orjson is not None:
+        try:
+            return _orjson.dumps(data, default=_unknown, option=_ORJSON_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: a type it does not write as pydantic
+            pass
+    return to_json(data, serialize_unknown=True)
