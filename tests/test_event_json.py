@@ -4,8 +4,8 @@ pydantic writes, byte for byte, or leaves the batch to pydantic."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import enum
+import importlib.util
 import math
 import uuid
 from datetime import UTC, date, datetime, time, timedelta, timezone
