@@ -129,10 +129,31 @@ async def score(ctx: Any) -> dict[str, Any]:
     return {"score": float("nan"), "text": "done"}
 
 
-async def test_a_turn_started_by_a_text_holding_nothing_odd_is_finite() -> None:
+def test_an_unchecked_event_leaves_the_batch_to_pydantic() -> None:
     batch = EventList()
     batch.add(TurnStarted, event_data(TurnStarted, {
         "session_id": "s", "turn_id": "t", "seq": 1, "at": datetime(2026, 1, 1, tzinfo=UTC),
         "user_id": "u", "text": "hi"}))
-    assert batch.finite
+    assert not batch.finite
     assert batch.to_json() == to_json(batch.data, serialize_unknown=True)
+
+
+async def test_a_turn_of_plain_values_takes_the_fast_writer() -> None:
+    from hermes_fsm import ToolRegistry
+    from hermes_fsm.graph.loader import parse_graph
+    from hermes_fsm.testing import ScriptedBrain
+
+    graph = parse_graph(
+        "name: plain\ninitial: IDLE\nstates:\n  IDLE: {}\n"
+        f"  ANSWER: {{handler: {__name__}.answer, on_failure: IDLE}}\n"
+        "transitions:\n  - {trigger: start, source: IDLE, dest: ANSWER}\n"
+        "  - {source: ANSWER, dest: IDLE}\n", "plain.yaml")
+    orchestrator = Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry())
+    result = await orchestrator.run_turn("s1", "hi")
+    events = result.events
+    assert isinstance(events, EventList) and events.finite
+    assert events.to_json() == to_json(events.data, serialize_unknown=True)
+
+
+async def answer(ctx: Any) -> dict[str, Any]:
+    return {"text": "done", "score": 0.5, "none": None}

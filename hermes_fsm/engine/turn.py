@@ -28,7 +28,7 @@ from hermes_fsm.events.model import (
     StateExited,
     StateOutput,
     event_data,
-    finite,
+    finite_items,
     make_event,
 )
 from hermes_fsm.events.sinks import EventSink, sink_plan
@@ -203,7 +203,7 @@ class TurnContext:
         data["seq"] = seq
         if data["at"] is None:
             data["at"] = self._now()
-        if not finite(fields):  # NaN or ±Infinity: the log's JSON is written by pydantic
+        if not finite_items(fields.values()):  # NaN, ±Infinity: pydantic writes the log
             self.events.finite = False
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
@@ -293,7 +293,7 @@ class TurnContext:
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "state_output", "state": state,
                 "attempt": self.attempt, "contract": contract, "output": output, "raw": raw}
-        if not finite(output) or not (raw is None or type(raw) is str or finite(raw)):
+        if not finite_items((output, raw)):
             self.events.finite = False
         if self._sinks.current:
             self._deliver(StateOutput, data)

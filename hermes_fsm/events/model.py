@@ -514,9 +514,9 @@ class EventList(Sequence[Any]):
 
     Attributes:
         finite: ``False`` once an event may hold a non-finite float (NaN, ±Infinity):
-            :func:`write_json` then writes the batch with pydantic. :meth:`add` checks each
-            event it is given; whoever adds events through :meth:`appenders` checks their
-            values (:func:`finite`) and clears it.
+            :func:`write_json` then writes the batch with pydantic. Whoever adds events
+            through :meth:`appenders` or ``add(..., checked=True)`` checks their values
+            (:func:`finite`) and clears it; any other :meth:`add` clears it.
     """
 
     __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects", "finite")
@@ -531,14 +531,16 @@ class EventList(Sequence[Any]):
 
     def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None, *,
             checked: bool = False) -> None:
-        """Append an event given as its kind and field dict (and its object, if built);
-        ``checked``: the caller has checked its values for non-finite floats (and cleared
-        :attr:`finite` if it found one)."""
+        """Append an event given as its kind and field dict (and its object, if built).
+
+        ``checked``: the caller has checked its values with :func:`finite` (and cleared
+        :attr:`finite` if they failed); unchecked, the batch is left to pydantic's writer.
+        """
         self._kinds.append(kind)
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
-        if not checked and self.finite and not finite(data):
+        if not checked:
             self.finite = False
 
     def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
@@ -623,36 +625,35 @@ class EventList(Sequence[Any]):
 def finite(value: Any) -> bool:
     """Whether ``value`` (field data: dicts, lists, tuples, scalars) holds no NaN or
     ±Infinity float anywhere (what decides whether :func:`write_json` may use its fast
-    writer); ``False`` also for a value the fast writer cannot write anyway.
+    writer)."""
+    return finite_items((value,))
 
-    With orjson, a value whose JSON has no ``null`` holds none (orjson writes them as
-    ``null``), which is cheaper to find out than a walk; only a value with a ``null`` in
-    its JSON (a ``None``, or NaN) is walked.
-    """
-    if _orjson is not None:
-        try:
-            if b"null" not in _orjson.dumps(value, default=_unknown, option=_ORJSON_OPTIONS):
-                return True
-        except TypeError:
-            return False
-    stack = [value]
-    pop, push = stack.pop, stack.extend
-    while stack:
-        item = pop()
-        kind = type(item)
-        if kind is str or kind is int or item is None or kind is bool:
+
+def finite_items(values: Any) -> bool:
+    """:func:`finite` for each of ``values`` (the turn checks the fields of every event
+    it emits with it: written for speed, no Python frame per scalar)."""
+    for v in values:
+        t = type(v)
+        if t is str or v is None or t is int or t is bool:
             continue
-        if kind is dict:
-            push(item.values())
-        elif kind is list or kind is tuple:
-            push(item)
-        elif isinstance(item, float):
-            if item - item != 0.0:  # NaN and ±Infinity give NaN
+        if t is float:
+            if v - v:  # NaN for NaN and ±Infinity (true), 0.0 otherwise
                 return False
-        elif isinstance(item, dict):
-            push(item.values())
-        elif isinstance(item, list | tuple):
-            push(item)
+        elif t is dict:
+            if not finite_items(v.values()):
+                return False
+        elif t is list or t is tuple:
+            if not finite_items(v):
+                return False
+        elif isinstance(v, float):
+            if v - v:
+                return False
+        elif isinstance(v, dict):
+            if not finite_items(v.values()):
+                return False
+        elif isinstance(v, list | tuple):
+            if not finite_items(v):
+                return False
     return True
 
 
