@@ -513,13 +513,15 @@ class EventList(Sequence[Any]):
     (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
 
     Attributes:
-        finite: ``False`` once an event may hold a non-finite float (NaN, ±Infinity):
-            :func:`write_json` then writes the batch with pydantic. Whoever adds events
-            through :meth:`appenders` or ``add(..., checked=True)`` checks their values
-            (:func:`finite`) and clears it; any other :meth:`add` clears it.
+        unchecked: the field dicts that may hold a non-finite float (NaN, ±Infinity), to be
+            checked (:func:`finite_items`) when the batch is written: :func:`write_json`
+            uses its fast writer only if none does. :meth:`add` puts each event there
+            unless told it holds only finite scalars; whoever adds events through
+            :meth:`appenders` appends to it each dict that is not made of such scalars.
     """
 
-    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects", "finite")
+    __slots__ = ("_checked_upto", "_data", "_json", "_json_upto", "_kinds", "_objects",
+                 "unchecked")
 
     def __init__(self) -> None:
         self._kinds: list[type[_Event]] = []
@@ -527,28 +529,28 @@ class EventList(Sequence[Any]):
         self._objects: dict[int, Any] = {}  # by index: the events built so far
         self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
         self._json_upto = 0
-        self.finite = True
+        self.unchecked: list[Any] = []
+        self._checked_upto = 0  # unchecked[:_checked_upto]: in the kept arrays already
 
     def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None, *,
-            checked: bool = False) -> None:
+            scalars: bool = False) -> None:
         """Append an event given as its kind and field dict (and its object, if built).
 
-        ``checked``: the caller has checked its values with :func:`finite` (and cleared
-        :attr:`finite` if they failed); unchecked, the batch is left to pydantic's writer.
+        ``scalars``: its values are str, int, bool, None, datetimes and finite floats only
+        (nothing to check for :func:`write_json`).
         """
         self._kinds.append(kind)
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
-        if not checked:
-            self.finite = False
+        if not scalars:
+            self.unchecked.append(data)
 
     def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
         """Two functions that together add an event with no object yet: call the first with
         its class, then the second with its field dict (what :meth:`add` does, without a
-        Python frame per event and without checking its values: the caller clears
-        :attr:`finite` for a value that :func:`finite` refuses; the engine's turn uses
-        them)."""
+        Python frame per event; the engine's turn uses them). A dict with anything but
+        finite scalars goes to :attr:`unchecked` as well."""
         return self._kinds.append, self._data.append
 
     def _build(self, index: int) -> Any:
@@ -602,7 +604,7 @@ class EventList(Sequence[Any]):
     def to_json(self) -> bytes:
         """The batch as one JSON array (the same JSON each event's model would write)."""
         if not self._json:
-            return write_json(self._data, self.finite)
+            return write_json(self._data, finite_items(self.unchecked))
         if self._json_upto < len(self._data):
             self.json_from(self._json_upto)
         if len(self._json) == 1:
@@ -615,8 +617,13 @@ class EventList(Sequence[Any]):
         Serialized once: when ``start`` is where the previous call ended, the array is
         kept and :meth:`to_json` joins the kept arrays rather than serialize again.
         """
-        blob = write_json(self._data[start:], self.finite)
+        if start == self._json_upto:  # what was added since the last call
+            fresh = finite_items(self.unchecked[self._checked_upto:])
+        else:
+            fresh = finite_items(self.unchecked)
+        blob = write_json(self._data[start:], fresh)
         if start == self._json_upto:
+            self._checked_upto = len(self.unchecked)
             self._json.append(blob)
             self._json_upto = len(self._data)
         return blob
@@ -630,8 +637,8 @@ def finite(value: Any) -> bool:
 
 
 def finite_items(values: Any) -> bool:
-    """:func:`finite` for each of ``values`` (the turn checks the fields of every event
-    it emits with it: written for speed, no Python frame per scalar)."""
+    """:func:`finite` for each of ``values`` (an event batch's :attr:`EventList.unchecked`
+    dicts are checked with it as the batch is written: no Python frame per scalar)."""
     for v in values:
         t = type(v)
         if t is str or v is None or t is int or t is bool:
