@@ -299,7 +299,9 @@ class TurnContext:
         else:
             self._add_kind(StateOutput)
             self._add_data(data)
-            self._unchecked(data)
+            self._unchecked(output)  # the rest: str, int, datetime (and raw: a str or None)
+            if raw is not None and type(raw) is not str:
+                self._unchecked(raw)
 
     # --- what handlers use --------------------------------------------------------------
 

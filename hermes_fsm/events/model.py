@@ -513,11 +513,12 @@ class EventList(Sequence[Any]):
     (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
 
     Attributes:
-        unchecked: the field dicts that may hold a non-finite float (NaN, ±Infinity), to be
-            checked (:func:`finite_items`) when the batch is written: :func:`write_json`
-            uses its fast writer only if none does. :meth:`add` puts each event there
-            unless told it holds only finite scalars; whoever adds events through
-            :meth:`appenders` appends to it each dict that is not made of such scalars.
+        unchecked: the field dicts (or the field values) that may hold a non-finite float
+            (NaN, ±Infinity), to be checked (:func:`finite_items`) when the batch is
+            written: :func:`write_json` uses its fast writer only if none does.
+            :meth:`add` puts each event there unless told it holds only finite scalars;
+            whoever adds events through :meth:`appenders` appends to it each dict, or each
+            value, that is not such a scalar.
     """
 
     __slots__ = ("_checked_upto", "_data", "_json", "_json_upto", "_kinds", "_objects",
@@ -641,7 +642,7 @@ def finite_items(values: Any) -> bool:
     dicts are checked with it as the batch is written: no Python frame per scalar)."""
     for v in values:
         t = type(v)
-        if t is str or v is None or t is int or t is bool:
+        if t is str or v is None or t is int or t is bool or t is datetime:
             continue
         if t is float:
             if v - v:  # NaN for NaN and ±Infinity (true), 0.0 otherwise
