@@ -429,7 +429,9 @@ class Orchestrator:
         hooks = self.hooks
         graph = self.graph
         status = "completed"
-        clock = asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
+        # the loop's clock; asyncio's own loop reads time.monotonic (called directly here)
+        clock = time.monotonic if type(loop).time is _BASE_LOOP_TIME else loop.time
         deadline = clock() + graph.budget_s
         try:
             if hooks.pre_turn:
@@ -703,6 +705,9 @@ def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, Any]:
     if not isinstance(serializer, SchemaSerializer):
         return None, _dump_any
     return contract, partial(serializer.to_python, mode="json", warnings=True)
+
+_BASE_LOOP_TIME = asyncio.BaseEventLoop.time
+"""``loop.time`` of asyncio's own loops: ``time.monotonic()``."""
 
 _REFUSED = object()
 """What _validate returns for an output that broke its contract."""
