@@ -28,10 +28,12 @@ import time
 import types
 from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
+from pydantic_core import SchemaSerializer, SchemaValidator
 
 from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm._internal.redact import redact
@@ -219,7 +221,7 @@ class Orchestrator:
         # contract's model_validate when its validate_output is Contract's own
         self._plan = {name: (spec.handler if spec.handler is not None else ask_brain,
                              spec.contract.ref() if spec.contract is not None else None,
-                             _fast_validate(spec.contract))
+                             _fast_validate(spec.contract), _fast_dump(spec.contract))
                       for name, spec in graph.states.items()}
 
     # --- lifecycle --------------------------------------------------------------------
@@ -427,7 +429,9 @@ class Orchestrator:
         hooks = self.hooks
         graph = self.graph
         status = "completed"
-        clock = asyncio.get_running_loop().time
+        loop = asyncio.get_running_loop()
+        # the loop's clock; asyncio's own loop reads time.monotonic (called directly here)
+        clock = time.monotonic if type(loop).time is _BASE_LOOP_TIME else loop.time
         deadline = clock() + graph.budget_s
         try:
             if hooks.pre_turn:
@@ -495,7 +499,7 @@ class Orchestrator:
         turn.state = spec
         reason: Literal["violation", "timeout", "error"]
         try:
-            handler, ref, fast = self._plan[spec.name]
+            handler, ref, fast, dump = self._plan[spec.name]
             timeout_s = spec.timeout_s
             remaining = deadline - clock()
             limit = remaining if timeout_s is None or remaining < timeout_s else timeout_s
@@ -509,14 +513,22 @@ class Orchestrator:
                     raw = await _suspended(raw, yielded, limit)
             else:
                 raw = await self._call(_returning(raw), limit)
-            output = self._validate(spec, raw, turn, fast)
+            if fast is not None and type(raw) is dict:
+                # what Contract.validate_output does with a dict, without its type checks
+                try:
+                    output = fast(raw, context=turn.validation_context())
+                except ValidationError as exc:
+                    output = self._refuse(spec, raw, turn, exc)
+            else:
+                output = self._validate(spec, raw, turn)
             if output is not _REFUSED:
                 turn.accept(output)
                 if spec.on_output is not None:
                     await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
-                turn.emit_output(spec.name, ref, _dump(output),
-                                 raw if isinstance(raw, str) else None)
+                turn.emit_output(spec.name, ref,
+                                 dump[1](output) if type(output) is dump[0] else _dump(output),
+                                 raw if type(raw) is str or isinstance(raw, str) else None)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
@@ -558,22 +570,25 @@ class Orchestrator:
             return
         self._route(spec, session, turn, f"{reason}: {policy.max_attempts} attempt(s) exhausted")
 
-    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext,
-                  fast: Any = None) -> Any:
+    def _validate(self, spec: StateSpec, raw: Any, turn: TurnContext) -> Any:
         contract = spec.contract
         if contract is None:
             return raw
         try:
-            if fast is not None and type(raw) is dict:
-                # what Contract.validate_output does with a dict, without its type checks
-                return fast(raw, context=turn.validation_context())
             return contract.validate_output(raw, turn.validation_context())
         except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_context=False)
-            turn.emit(ContractViolation, state=spec.name, attempt=turn.attempt,
-                      contract=contract.ref(), errors=_jsonable(errors), raw=_jsonable(raw))
-            turn.repair = Repair.violation(contract.ref(), exc)
-            return _REFUSED
+            return self._refuse(spec, raw, turn, exc)
+
+    @staticmethod
+    def _refuse(spec: StateSpec, raw: Any, turn: TurnContext, exc: ValidationError) -> Any:
+        """Emit the violation of the state's contract by ``raw``; returns ``_REFUSED``."""
+        contract = spec.contract
+        assert contract is not None
+        errors = exc.errors(include_url=False, include_context=False)
+        turn.emit(ContractViolation, state=spec.name, attempt=turn.attempt,
+                  contract=contract.ref(), errors=_jsonable(errors), raw=_jsonable(raw))
+        turn.repair = Repair.violation(contract.ref(), exc)
+        return _REFUSED
 
     def _route(self, spec: StateSpec, session: Session, turn: TurnContext, reason: str) -> None:
         turn.routes += 1
@@ -655,13 +670,44 @@ def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
 
 
 def _fast_validate(contract: type[Contract] | None) -> Any:
-    """``contract.model_validate`` when ``contract`` validates a dict as
-    :meth:`Contract.validate_output` does (it does not override it), else ``None``."""
+    """What ``contract.model_validate`` calls (its validator's ``validate_python``: the
+    ``__pydantic_validator__`` attribute pydantic documents on every model) when
+    ``contract`` validates a dict as :meth:`Contract.validate_output` does (it overrides
+    neither), else ``None``. ``model_validate`` is used while the model is not built
+    (forward references: pydantic rebuilds it on first use)."""
     if contract is None or not issubclass(contract, Contract):
         return None
     if contract.validate_output.__func__ is not Contract.validate_output.__func__:  # type: ignore[attr-defined]
         return None
-    return contract.model_validate
+    if contract.model_validate.__func__ is not BaseModel.model_validate.__func__:  # type: ignore[attr-defined]
+        return None
+    validator = contract.__pydantic_validator__
+    if not isinstance(validator, SchemaValidator):
+        return contract.model_validate
+    return validator.validate_python
+
+
+def _dump_any(output: Any) -> Any:
+    return _dump(output)
+
+
+def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, Any]:
+    """``(contract, dump)``: ``dump(output)`` is ``output.model_dump(mode="json")`` for an
+    output of exactly the class ``contract`` (its serializer's ``to_python`` with
+    ``model_dump``'s defaults, the ``__pydantic_serializer__`` attribute pydantic documents
+    on every model); ``(None, _dump)`` when the class overrides ``model_dump`` or is not
+    built yet."""
+    if contract is None or not issubclass(contract, BaseModel):
+        return None, _dump_any
+    if contract.model_dump is not BaseModel.model_dump:
+        return None, _dump_any
+    serializer = contract.__pydantic_serializer__
+    if not isinstance(serializer, SchemaSerializer):
+        return None, _dump_any
+    return contract, partial(serializer.to_python, mode="json", warnings=True)
+
+_BASE_LOOP_TIME = asyncio.BaseEventLoop.time
+"""``loop.time`` of asyncio's own loops: ``time.monotonic()``."""
 
 _REFUSED = object()
 """What _validate returns for an output that broke its contract."""

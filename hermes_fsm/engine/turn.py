@@ -136,7 +136,8 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "attempt",
+        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
+        "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
         "repair",
@@ -164,6 +165,7 @@ class TurnContext:
         self.path: list[str] = [session.state]
         self.events = EventList()
         self._add_kind, self._add_data = self.events.appenders()
+        self._unchecked = self.events.unchecked.append
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
         self.flushed = 0
@@ -207,6 +209,7 @@ class TurnContext:
         else:
             self._add_kind(kind)
             self._add_data(data)
+            self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
@@ -230,11 +233,12 @@ class TurnContext:
         if not session.busy:
             deliver_late(session, self._sinks.current)
 
-    def _deliver(self, kind: type[Event], data: dict[str, Any]) -> None:
-        """Log a numbered event on the turn and hand it to the sinks (there are some)."""
+    def _deliver(self, kind: type[Event], data: dict[str, Any], scalars: bool = False) -> None:
+        """Log a numbered event on the turn and hand it to the sinks (there are some);
+        ``scalars``: as :meth:`EventList.add` takes it."""
         objects, calls = sink_plan(self._sinks.current)
         event = make_event(kind, data) if objects else None
-        self.events.add(kind, data, event)
+        self.events.add(kind, data, event, scalars=scalars)
         for sink, takes_data in calls:
             if takes_data:
                 sink.emit_data(kind, data)
@@ -257,7 +261,7 @@ class TurnContext:
                   "kind": "state_exited", "state": source, "trigger": trigger, "dest": dest,
                   "duration_ms": (now - self._entered) * 1000.0}
         if self._sinks.current:
-            self._deliver(StateExited, exited)
+            self._deliver(StateExited, exited, scalars=True)
         else:
             self._add_kind(StateExited)
             self._add_data(exited)
@@ -277,7 +281,7 @@ class TurnContext:
                    "kind": "state_entered", "state": dest, "source": source,
                    "trigger": trigger, "attempt": self.attempt}
         if self._sinks.current:
-            self._deliver(StateEntered, entered)
+            self._deliver(StateEntered, entered, scalars=True)
         else:
             self._add_kind(StateEntered)
             self._add_data(entered)
@@ -295,6 +299,9 @@ class TurnContext:
         else:
             self._add_kind(StateOutput)
             self._add_data(data)
+            self._unchecked(output)  # the rest: str, int, datetime (and raw: a str or None)
+            if raw is not None and type(raw) is not str:
+                self._unchecked(raw)
 
     # --- what handlers use --------------------------------------------------------------
 

@@ -29,6 +29,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
 
+try:  # the fast JSON writer of event batches (optional: hermes-fsm[fast]); see write_json
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - the extra is not installed
+    _orjson = None  # type: ignore[assignment]
+
 __all__ = [
     "EVENTS_ADAPTER",
     "EVENT_ADAPTER",
@@ -515,9 +520,18 @@ class EventList(Sequence[Any]):
     Most events of a busy service are written and never read back as objects; building
     each one costs more than the rest of a state's work, so it happens only when needed
     (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
+
+    Attributes:
+        unchecked: the field dicts (or the field values) that may hold a non-finite float
+            (NaN, ±Infinity), to be checked (:func:`finite_items`) when the batch is
+            written: :func:`write_json` uses its fast writer only if none does.
+            :meth:`add` puts each event there unless told it holds only finite scalars;
+            whoever adds events through :meth:`appenders` appends to it each dict, or each
+            value, that is not such a scalar.
     """
 
-    __slots__ = ("_data", "_json", "_json_upto", "_kinds", "_objects")
+    __slots__ = ("_checked_upto", "_data", "_json", "_json_upto", "_kinds", "_objects",
+                 "unchecked")
 
     def __init__(self) -> None:
         self._kinds: list[type[_Event]] = []
@@ -525,18 +539,28 @@ class EventList(Sequence[Any]):
         self._objects: dict[int, Any] = {}  # by index: the events built so far
         self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
         self._json_upto = 0
+        self.unchecked: list[Any] = []
+        self._checked_upto = 0  # unchecked[:_checked_upto]: in the kept arrays already
 
-    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None) -> None:
-        """Append an event given as its kind and field dict (and its object, if built)."""
+    def add(self, kind: type[_Event], data: dict[str, Any], event: Any = None, *,
+            scalars: bool = False) -> None:
+        """Append an event given as its kind and field dict (and its object, if built).
+
+        ``scalars``: its values are str, int, bool, None, datetimes and finite floats only
+        (nothing to check for :func:`write_json`).
+        """
         self._kinds.append(kind)
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
+        if not scalars:
+            self.unchecked.append(data)
 
     def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
         """Two functions that together add an event with no object yet: call the first with
         its class, then the second with its field dict (what :meth:`add` does, without a
-        Python frame per event; the engine's turn uses them)."""
+        Python frame per event; the engine's turn uses them). A dict with anything but
+        finite scalars goes to :attr:`unchecked` as well."""
         return self._kinds.append, self._data.append
 
     def _build(self, index: int) -> Any:
@@ -590,7 +614,7 @@ class EventList(Sequence[Any]):
     def to_json(self) -> bytes:
         """The batch as one JSON array (the same JSON each event's model would write)."""
         if not self._json:
-            return to_json(self._data, serialize_unknown=True)
+            return write_json(self._data, finite_items(self.unchecked))
         if self._json_upto < len(self._data):
             self.json_from(self._json_upto)
         if len(self._json) == 1:
@@ -603,8 +627,76 @@ class EventList(Sequence[Any]):
         Serialized once: when ``start`` is where the previous call ended, the array is
         kept and :meth:`to_json` joins the kept arrays rather than serialize again.
         """
-        blob = to_json(self._data[start:], serialize_unknown=True)
+        if start == self._json_upto:  # what was added since the last call
+            fresh = finite_items(self.unchecked[self._checked_upto:])
+        else:
+            fresh = finite_items(self.unchecked)
+        blob = write_json(self._data[start:], fresh)
         if start == self._json_upto:
+            self._checked_upto = len(self.unchecked)
             self._json.append(blob)
             self._json_upto = len(self._data)
         return blob
+
+
+def finite(value: Any) -> bool:
+    """Whether ``value`` (field data: dicts, lists, tuples, scalars) holds no NaN or
+    ±Infinity float anywhere (what decides whether :func:`write_json` may use its fast
+    writer)."""
+    return finite_items((value,))
+
+
+def finite_items(values: Any) -> bool:
+    """:func:`finite` for each of ``values`` (an event batch's :attr:`EventList.unchecked`
+    dicts are checked with it as the batch is written: no Python frame per scalar)."""
+    for v in values:
+        t = type(v)
+        if t is str or v is None or t is int or t is bool or t is datetime:
+            continue
+        if t is float:
+            if v - v:  # NaN for NaN and ±Infinity (true), 0.0 otherwise
+                return False
+        elif t is dict:
+            if not finite_items(v.values()):
+                return False
+        elif t is list or t is tuple:
+            if not finite_items(v):
+                return False
+        elif isinstance(v, float):
+            if v - v:
+                return False
+        elif isinstance(v, dict):
+            if not finite_items(v.values()):
+                return False
+        elif isinstance(v, list | tuple):
+            if not finite_items(v):
+                return False
+    return True
+
+
+def _unknown(value: Any) -> Any:
+    raise TypeError(type(value).__name__)  # the fast writer gives up; pydantic writes it
+
+
+_ORJSON_OPTIONS = (0 if _orjson is None else _orjson.OPT_UTC_Z
+                   | _orjson.OPT_PASSTHROUGH_DATACLASS | _orjson.OPT_PASSTHROUGH_SUBCLASS)
+
+
+def write_json(data: Any, finite_floats: bool = False) -> bytes:
+    """``pydantic_core.to_json(data, serialize_unknown=True)``: the JSON of event field
+    data, byte for byte; faster when orjson is installed (``hermes-fsm[fast]``).
+
+    orjson writes the same bytes as pydantic for the types it knows natively (str, int,
+    bool, None, float, dict with str keys, list, tuple, datetime, date, time, UUID, enum)
+    but ``null`` for NaN and ±Infinity, where pydantic writes ``NaN``/``Infinity``; so it
+    is used only with ``finite_floats`` (the caller checked: :func:`finite`). Anything
+    else (a model, a dataclass, a subclass of str/int/dict/list, a set, bytes, Decimal,
+    a non-str key, an int beyond 64 bits) makes orjson give up and pydantic write the
+    whole of it. ``tests/test_event_json.py`` holds the two writers to the same bytes.
+    """
+    if finite_floats and _orjson is not None:
+        try:
+            return _orjson.dumps(data, default=_unknown, option=_ORJSON_OPTIONS)
+        except TypeError:  # orjson.JSONEncodeError: a type it does not write as pydantic
+            pass
+    return to_json(data, serialize_unknown=True)

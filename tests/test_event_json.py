@@ -1,0 +1,172 @@
+"""The JSON of event batches: the fast writer (orjson, ``hermes-fsm[fast]``) writes what
+pydantic writes, byte for byte, or leaves the batch to pydantic."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib.util
+import math
+import uuid
+from datetime import UTC, date, datetime, time, timedelta, timezone
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+from pydantic_core import to_json
+
+from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.events.model import (
+    EventList,
+    StateOutput,
+    event_data,
+    finite,
+    write_json,
+)
+
+needs_orjson = pytest.mark.skipif(importlib.util.find_spec("orjson") is None,
+                                  reason="orjson (hermes-fsm[fast]) is not installed")
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 3
+
+
+class Name(str):
+    pass
+
+
+class Inner(BaseModel):
+    x: int
+
+
+@dataclasses.dataclass
+class Point:
+    x: int
+
+
+VALUES: list[Any] = [
+    "plain", "a\u2028b\x1f\x7f/\"\\é😀", "", 0, -1, 2**63 - 1, -(2**63), 2**64, 10**30,
+    True, False, None, 0.1, 1.0, -0.0, 1e16, 1e-7, 5e-324, 1e300, 123456789.123,
+    datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 1, 1, 2, 3, 4, tzinfo=UTC),
+    datetime(2026, 1, 1, 1, 2, 3, 400000),
+    datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=1))),
+    date(2026, 1, 2), time(1, 2, 3, 5), timedelta(seconds=1.5), uuid.UUID(int=7),
+    Colour.RED, Level.HIGH, Name("sub"), Decimal("1.5"), {1, 2}, b"bytes", Inner(x=1), Point(1),
+    (1, "two"), [1, [2, {"k": 3.5}]], {"nested": {"deep": [None, 1.25]}}, {1: "int key"},
+    {Name("k"): 1}, float("nan"), float("inf"), -float("inf"), [float("nan")],
+    {"x": {"y": float("inf")}},
+]
+
+
+@needs_orjson
+@pytest.mark.parametrize("value", VALUES, ids=repr)
+def test_the_fast_writer_writes_pydantics_bytes(value: Any) -> None:
+    data = [{"kind": "x", "value": value}]
+    expected = to_json(data, serialize_unknown=True)
+    assert write_json(data, finite(data)) == expected
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -float("inf"),
+                                   [1, {"a": float("nan")}], (float("inf"),)], ids=repr)
+def test_a_non_finite_float_anywhere_is_found(value: Any) -> None:
+    assert not finite({"v": value})
+
+
+@pytest.mark.parametrize("value", ["nan", None, [None, 1.5], {"a": 0.0}, 1e308], ids=repr)
+def test_finite_values_are_finite(value: Any) -> None:
+    assert finite({"v": value})
+
+
+def _batch(fields: dict[str, Any], *, through_add: bool) -> EventList:
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = EventList()
+    data = event_data(StateOutput, {"session_id": "s", "turn_id": "t", "seq": 1, "at": at,
+                                    "state": "A", "attempt": 1, **fields})
+    if through_add:
+        batch.add(StateOutput, data)
+    else:  # as the turn adds it
+        add_kind, add_data = batch.appenders()
+        add_kind(StateOutput)
+        add_data(data)
+        batch.unchecked.append(data)
+    return batch
+
+
+def test_a_batch_given_a_nan_through_add_writes_it_as_pydantic_does() -> None:
+    for through_add in (True, False):
+        batch = _batch({"output": {"score": float("nan")}}, through_add=through_add)
+        assert b'"score":NaN' in batch.to_json()
+        assert batch.to_json() == to_json(batch.data, serialize_unknown=True)
+
+
+def test_a_nan_added_to_an_output_after_it_was_emitted_is_still_seen() -> None:
+    output: dict[str, Any] = {"score": 1.0}
+    batch = _batch({"output": output}, through_add=False)
+    output["late"] = float("inf")  # the log is written at the end of the turn
+    assert batch.to_json() == to_json(batch.data, serialize_unknown=True)
+    assert b'"late":Infinity' in batch.to_json()
+
+
+def test_each_durable_step_checks_what_it_writes() -> None:
+    batch = _batch({"output": {"score": 1.0}}, through_add=False)
+    assert batch.json_from(0) == to_json(batch.data, serialize_unknown=True)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    batch.add(StateOutput, event_data(StateOutput, {
+        "session_id": "s", "turn_id": "t", "seq": 2, "at": at, "state": "A", "attempt": 1,
+        "output": {"score": float("nan")}}))
+    assert batch.json_from(1) == to_json(batch.data[1:], serialize_unknown=True)
+    assert batch.to_json() == to_json(batch.data, serialize_unknown=True)
+
+
+async def test_a_turn_whose_output_holds_nan_keeps_nan_in_its_log() -> None:
+    """A handler's NaN reaches the log as NaN (the fast writer would write null)."""
+    from hermes_fsm import ToolRegistry
+    from hermes_fsm.graph.loader import parse_graph
+    from hermes_fsm.testing import ScriptedBrain
+
+    graph = parse_graph(
+        "name: nan\ninitial: IDLE\nstates:\n  IDLE: {}\n"
+        f"  SCORE: {{handler: {__name__}.score, on_failure: IDLE}}\n"
+        "transitions:\n  - {trigger: start, source: IDLE, dest: SCORE}\n"
+        "  - {source: SCORE, dest: IDLE}\n", "nan.yaml")
+    orchestrator = Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry())
+    result = await orchestrator.run_turn("s1", "hi")
+    assert result.status == "completed"
+    lines = orchestrator.session("s1").event_lines()
+    assert any(b'"score":NaN' in line for line in lines)
+    outputs = [e for e in orchestrator.session("s1").events if e.kind == "state_output"]
+    assert math.isnan(outputs[0].output["score"])
+
+
+async def score(ctx: Any) -> dict[str, Any]:
+    return {"score": float("nan"), "text": "done"}
+
+
+async def test_a_turn_of_plain_values_takes_the_fast_writer() -> None:
+    from hermes_fsm import ToolRegistry
+    from hermes_fsm.graph.loader import parse_graph
+    from hermes_fsm.testing import ScriptedBrain
+
+    graph = parse_graph(
+        "name: plain\ninitial: IDLE\nstates:\n  IDLE: {}\n"
+        f"  ANSWER: {{handler: {__name__}.answer, on_failure: IDLE}}\n"
+        "transitions:\n  - {trigger: start, source: IDLE, dest: ANSWER}\n"
+        "  - {source: ANSWER, dest: IDLE}\n", "plain.yaml")
+    orchestrator = Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry())
+    result = await orchestrator.run_turn("s1", "hi")
+    events = result.events
+    assert isinstance(events, EventList)
+    # the transitions' events are not checked: turn_started, the output, turn_finished are
+    assert [d.get("kind") for d in events.unchecked] == ["turn_started", None, "turn_finished"]
+    assert events.unchecked[1] == {"text": "done", "score": 0.5, "none": None}
+    assert events.to_json() == to_json(events.data, serialize_unknown=True)
+
+
+async def answer(ctx: Any) -> dict[str, Any]:
+    return {"text": "done", "score": 0.5, "none": None}
