@@ -156,6 +156,7 @@ async def test_a_session_rebuilt_from_the_store_has_its_late_event_where_the_cac
         orchestrator = demo_orchestrator(graph_with(), brain=LandingBrain(memory),
                                          memory=memory, store=store, event_log_turns=2)
         first, second = await two_turns(orchestrator)
+        assert second.status == "completed"
         cached = orchestrator.sessions()["s1"]
         before = ([e.model_dump(mode="json") for e in cached.events], cached.dropped)
         assert [e.turn_id for e in cached.events][-1] == first.turn_id  # the late entry
