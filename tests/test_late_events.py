@@ -146,3 +146,24 @@ async def test_a_late_event_landing_between_turns_is_stored_by_the_next_turn_or_
         assert stored[-1]["kind"] == "memory_write" and stored[-1]["turn_id"] == third.turn_id
     finally:
         await dispose_store(store)
+
+
+async def test_a_session_rebuilt_from_the_store_has_its_late_event_where_the_cached_one_had_it(
+        tmp_path):
+    store = await make_store("sqlite", tmp_path)
+    try:
+        memory = GatedMemory()
+        orchestrator = demo_orchestrator(graph_with(), brain=LandingBrain(memory),
+                                         memory=memory, store=store, event_log_turns=2)
+        first, second = await two_turns(orchestrator)
+        assert second.status == "completed"
+        cached = orchestrator.sessions()["s1"]
+        before = ([e.model_dump(mode="json") for e in cached.events], cached.dropped)
+        assert [e.turn_id for e in cached.events][-1] == first.turn_id  # the late entry
+        assert cached.dropped[0] == 1  # the window of 2 entries: turn 2 and the late one
+        orchestrator.session_cache.discard("s1")  # what an eviction does
+        assert await orchestrator.resume("s1") is None  # rebuilt from the store
+        rebuilt = orchestrator.sessions()["s1"]
+        assert ([e.model_dump(mode="json") for e in rebuilt.events], rebuilt.dropped) == before
+    finally:
+        await dispose_store(store)

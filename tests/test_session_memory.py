@@ -4,10 +4,12 @@ sessions come back from the store), a window of turns in an in-memory session's 
 from __future__ import annotations
 
 import asyncio
+import copy
 import io
 from typing import Any
 
 import pytest
+from pydantic_core import from_json
 
 from hermes_fsm.engine.orchestrator import DEFAULT_SESSION_CACHE_BYTES, Orchestrator
 from hermes_fsm.engine.session import Session, SessionCache
@@ -286,3 +288,35 @@ async def test_a_configured_orchestrator_keeps_every_event_by_default():
     windowed = build_orchestrator(HermesConfig(mcp_servers={}, sessions={"event_log_turns": 2}),
                                   store=None, memory=InProcessMemory())
     assert windowed.event_log_turns == 2  # set on purpose: kept
+
+
+def session_state(session: Session) -> dict[str, Any]:
+    """Everything a cached session holds that its next turn or a reader of its log sees
+    (a deep copy: the live session goes on changing)."""
+    return copy.deepcopy({
+        "user_id": session.user_id, "state": session.state, "seq": session.seq,
+        "history": session.history, "summary": session.summary,
+        "conversation": None if session.conversation is None else session.conversation.to_data(),
+        "late": session.late, "dropped": session.dropped,
+        "events": [e.model_dump(mode="json") for e in session.events],
+        "event_lines": [from_json(line) for line in session.event_lines()],
+    })
+
+
+@pytest.mark.parametrize("window", [None, 2, 0])
+async def test_an_evicted_session_reloaded_from_the_store_is_the_session_it_was(store, window):
+    # a bound of 1 byte keeps only the session of the last turn: s1 goes when "other" runs
+    orchestrator = demo_orchestrator(store=store, session_cache_bytes=1, event_log_turns=window)
+    for text in ASKS:
+        await orchestrator.run_turn("s1", text, user_id="u1")
+        before = session_state(orchestrator.sessions()["s1"])
+        await orchestrator.run_turn("other", "How many B2002?", user_id="u2")
+        assert "s1" not in orchestrator.session_cache and orchestrator.session_cache.evicted
+        assert await orchestrator.resume("s1") is None  # rebuilt from the store, no turn run
+        after = session_state(orchestrator.sessions()["s1"])
+        if window == 0:  # no log kept, none read back: up to where, not how many entries
+            assert after.pop("dropped")[1] == before.pop("dropped")[1] == before["seq"]
+        assert after == before
+    assert orchestrator.session_cache.info()["bytes"] == sum(
+        s.approx_bytes() for s in orchestrator.sessions().values())
+    await orchestrator.aclose()

@@ -238,7 +238,9 @@ class DurableSessions:
     async def load(self, session_id: str, user_id: str
                    ) -> tuple[Session, list[dict[str, Any]]]:
         """Claim the session; rebuild it from the store unless the cached copy is current.
-        The caller holds the session's lease.
+        The caller holds the session's lease. A rebuilt session is the one that was cached:
+        its in-process log is refilled from the stored events (within
+        ``event_log_turns``; with a window of 0 no event before the checkpoint is read).
 
         Returns the session and the events of its unfinished turn (empty if none).
 
@@ -257,10 +259,18 @@ class DurableSessions:
             session.epoch = record.epoch
             return session, []
         checkpoint = await self.store.checkpoint(session_id)
-        events = await self.store.events_after(session_id, checkpoint.seq if checkpoint else 0)
+        since = checkpoint.seq if checkpoint else 0
         session = Session(session_id, record.user_id,
                           checkpoint.state if checkpoint else o.graph.initial, o.event_log,
                           o.event_log_turns)
+        if session.keeps_log:  # its log as it was while cached: every event, by entry
+            events = await self.store.events_after(session_id, 0)
+            _restore_log(session, events)
+            events = [e for e in events if e["seq"] > since]
+        else:
+            events = await self.store.events_after(session_id, since)
+            if o.event_log and record.seq:  # a window of 0: nothing kept, nothing read
+                session.dropped = (0, record.seq)  # (how many entries is not counted)
         if checkpoint is not None:
             session.history = [dict(m) for m in checkpoint.data.get("history", ())]
             session.summary = str(checkpoint.data.get("summary", ""))
@@ -427,6 +437,19 @@ class DurableSessions:
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,
                                        events, messages, checkpoint, blob))  # log reuses it
         turn.flushed = start + len(events)  # what was written: one emitted meanwhile is not
+
+
+def _restore_log(session: Session, events: Sequence[dict[str, Any]]) -> None:
+    """Refill a rebuilt session's in-process log from its stored events: one entry per
+    turn (up to its ``turn_finished``) and one per run of late events after it, the
+    window keeping the last entries as :meth:`Session.record` would have. (Two batches
+    of late events of one turn, stored back to back, come back as one entry.)"""
+    start = 0
+    for i in range(1, len(events) + 1):
+        if i == len(events) or events[i]["turn_id"] != events[start]["turn_id"] or (
+                events[i]["kind"] == "turn_started" or events[i - 1]["kind"] == "turn_finished"):
+            session.record_stored(events[start:i])
+            start = i
 
 
 def rebuild_turn(orchestrator: TurnEngine, session: Session,

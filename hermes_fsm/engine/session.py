@@ -19,14 +19,16 @@ to which seq. A :class:`~hermes_fsm.events.recording.RecordingSink` still writes
 event to its file as it happens; a durable store still has every event. With a store,
 the orchestrator's :class:`SessionCache` is bounded by bytes (``max_bytes``): the least
 recently used idle sessions are evicted, and the durable layer rebuilds an evicted one
-from the store at its next turn (:mod:`hermes_fsm.engine.durable`).
+from the store at its next turn (:mod:`hermes_fsm.engine.durable`) as it was: its state,
+messages, summary, conversation graph and — within the window — its log
+(:meth:`Session.record_stored`).
 :meth:`Session.approx_bytes` is what the bound counts.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Container, Iterator, Mapping
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any
 
@@ -58,7 +60,9 @@ class Session:
             the running turn to end before they are numbered (no store; see
             :mod:`hermes_fsm.engine.memory_handlers`).
         dropped: ``(entries, seq)``: how many log entries (turns, or batches of late
-            events) the log window dropped, and the last seq among them (``(0, 0)``: none).
+            events) the log window dropped, and the last seq among them (``(0, 0)``: none;
+            a session rebuilt from its store with a window of 0 reads none of its log back
+            and does not count them: ``(0, seq)``).
 
     Args:
         log: keep the event log (``False``: :meth:`record` drops each turn's events, and
@@ -107,13 +111,28 @@ class Session:
     def record(self, events: EventList) -> None:
         """Append a turn's events to the log (the engine does this as a turn ends)."""
         if len(events) and self._log is not None:
-            first, last = events.data[0]["seq"], events.last_seq()
-            self._log.append((first, last, events.to_json()))
-            keep = self._log_turns
-            if keep is not None and len(self._log) > keep:
-                gone = self._log[: len(self._log) - keep]
-                del self._log[: len(gone)]
-                self.dropped = (self.dropped[0] + len(gone), gone[-1][1])
+            self._append(self._log, events.data[0]["seq"], events.last_seq(), events.to_json())
+
+    def record_stored(self, events: Sequence[Mapping[str, Any]]) -> None:
+        """Append events read back from a store (JSON data, in seq order) as one log entry:
+        the durable layer rebuilds an evicted session's log this way, entry by entry, so
+        it reads as it did while the session was cached (within the same window)."""
+        if events and self._log is not None:
+            self._append(self._log, events[0]["seq"], events[-1]["seq"], to_json(list(events)))
+
+    def _append(self, log: list[tuple[int, int, bytes]], first: int, last: int,
+                blob: bytes) -> None:
+        log.append((first, last, blob))
+        keep = self._log_turns
+        if keep is not None and len(log) > keep:
+            gone = log[: len(log) - keep]
+            del log[: len(gone)]
+            self.dropped = (self.dropped[0] + len(gone), gone[-1][1])
+
+    @property
+    def keeps_log(self) -> bool:
+        """Whether :meth:`record` keeps anything (a log, and a window above 0 turns)."""
+        return self._log is not None and self._log_turns != 0
 
     def approx_bytes(self) -> int:
         """About how many bytes the session holds: its log's JSON, its messages, summary
