@@ -241,6 +241,21 @@ def test_the_configuration_sets_the_bounds_and_serve_says_what_they_are():
     assert "grows with the number of sessions" in session_bound(demo_orchestrator())
 
 
+def test_the_cli_reads_the_store_too_so_a_rebuilt_session_reads_only_its_unfinished_events(
+        tmp_path):
+    """``run`` and ``chat`` read no in-process log: like ``serve`` they keep none, so a CLI
+    process continuing a long session does not read its whole history back."""
+    from hermes_fsm.cli.console import ConsolePrinter
+    from hermes_fsm.cli.main import _orchestrator
+    from hermes_fsm.config import HermesConfig
+
+    config = HermesConfig(mcp_servers={}, memory={"data_dir": str(tmp_path)})
+    assert _orchestrator(config, ConsolePrinter(io.StringIO())).event_log_turns == 0
+    kept = HermesConfig(mcp_servers={}, memory={"data_dir": str(tmp_path)},
+                        sessions={"event_log_turns": 2})
+    assert _orchestrator(kept, ConsolePrinter(io.StringIO())).event_log_turns == 2
+
+
 async def test_readiness_reports_what_the_cached_sessions_hold_and_their_bound():
     from hermes_fsm.server.health import readiness
 

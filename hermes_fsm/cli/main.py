@@ -234,9 +234,9 @@ def _configure_logging(config: HermesConfig) -> None:
 
 
 def _orchestrator(config: HermesConfig, printer: EventSink) -> Orchestrator:
-    from hermes_fsm.config.build import build_orchestrator
+    from hermes_fsm.config.build import store_reading_orchestrator
 
-    orchestrator = build_orchestrator(config)
+    orchestrator = store_reading_orchestrator(config)  # nothing here reads the in-process log
     if orchestrator.mcp is not None:  # a server starts when a turn first calls its tools
         orchestrator.mcp.on_demand = True
     orchestrator.add_sink(printer)

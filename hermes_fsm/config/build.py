@@ -49,7 +49,8 @@ from hermes_fsm.errors import ConfigError
 from hermes_fsm.events.sinks import StructlogSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
 
-__all__ = ["build_brain", "build_orchestrator"]
+__all__ = ["STORE_EVENT_LOG_TURNS", "build_brain", "build_orchestrator",
+           "store_reading_orchestrator"]
 
 
 def build_brain(config: HermesConfig) -> Brain:
@@ -158,3 +159,20 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     if "brain" not in overrides:
         _check_state_brains(orchestrator, config)
     return orchestrator
+
+
+STORE_EVENT_LOG_TURNS = 0
+"""``sessions.event_log_turns`` for a process that reads a session's events from the store
+when it needs them (``serve``: view, replay, ``events?after=SEQ``; the CLI's ``run`` and
+``chat``: nothing reads the in-process log). A cached session then keeps none of its log:
+its memory stays flat in the number of turns (bench/session_memory.py), and a session
+rebuilt from the store reads only the events after its checkpoint, not its whole history."""
+
+
+def store_reading_orchestrator(config: HermesConfig, **overrides: Any) -> Orchestrator:
+    """:func:`build_orchestrator`, with the event-log window :data:`STORE_EVENT_LOG_TURNS`
+    unless ``sessions.event_log_turns`` is set in the configuration."""
+    if "event_log_turns" not in config.sessions.model_fields_set:
+        overrides.setdefault("event_log_turns", STORE_EVENT_LOG_TURNS)
+    return build_orchestrator(config, **overrides)
+

@@ -11,7 +11,7 @@ from typing import Any, TextIO
 
 import uvicorn
 
-from hermes_fsm.config.build import build_orchestrator
+from hermes_fsm.config.build import STORE_EVENT_LOG_TURNS, store_reading_orchestrator
 from hermes_fsm.config.settings import HermesConfig
 from hermes_fsm.config.telemetry import configure_telemetry
 from hermes_fsm.errors import UsageError
@@ -20,7 +20,7 @@ from hermes_fsm.server.app import create_app
 __all__ = ["serve", "session_bound"]
 
 
-SERVER_EVENT_LOG_TURNS = 0
+SERVER_EVENT_LOG_TURNS = STORE_EVENT_LOG_TURNS
 """The server's default ``sessions.event_log_turns``: it reads a session's events from the
 store (view, replay, ``events?after=SEQ``), so a cached session keeps none of its log and
 its memory stays flat in the number of turns (bench/session_memory.py)."""
@@ -29,10 +29,7 @@ its memory stays flat in the number of turns (bench/session_memory.py)."""
 def server_orchestrator(config: HermesConfig) -> Any:
     """The orchestrator ``serve`` runs: the configuration's, with the server's event-log
     window (:data:`SERVER_EVENT_LOG_TURNS`) unless ``sessions.event_log_turns`` is set."""
-    window: dict[str, Any] = {}
-    if "event_log_turns" not in config.sessions.model_fields_set:
-        window["event_log_turns"] = SERVER_EVENT_LOG_TURNS
-    return build_orchestrator(config, **window)
+    return store_reading_orchestrator(config)
 
 
 def session_bound(orchestrator: Any) -> str:
