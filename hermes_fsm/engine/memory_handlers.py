@@ -3,6 +3,8 @@
 - :func:`recalled_memory` returns the background block of what the current state's
   ``recall:`` (in the graph file) lists: ``memory`` is recalled once per turn (at the first
   state that lists it) and emits ``memory_recalled`` (items, scores, token cost);
+  a session of a memory domain (``Session.domain``) recalls with ``domain=`` and commits
+  with it in the context, so both stay inside the domain (seed 003 §5);
   ``past_outcomes`` adds the outcomes of similar requests from the experience log.
 - :func:`apply_memory_updates` commits the turn's memory updates and experiences. A commit
   that fails never fails the turn: it emits ``memory_commit_failed`` and is retried in the
@@ -69,9 +71,11 @@ async def recalled_memory(turn: TurnContext) -> str:
         state = turn.state.name if turn.state is not None else ""
         try:
             keys = memory_keys(turn.services.brain)  # standing preferences, by key
-            search: Any = turn.services.memory.recall  # keys=: see Memory.recall
-            items = await (search(turn.user_id, turn.text, keys=keys) if keys
-                           else search(turn.user_id, turn.text))
+            search: Any = turn.services.memory.recall  # keys=, domain=: see Memory.recall
+            extra: dict[str, Any] = {"keys": keys} if keys else {}
+            if turn.session.domain is not None:  # the session's domain: recall stays in it
+                extra["domain"] = turn.session.domain
+            items = await search(turn.user_id, turn.text, **extra)
         except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
             turn.emit(MemoryRecalled, state=state, error=redact(str(exc)))
             turn.memory = ""
@@ -121,6 +125,8 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
         "session_id": turn.session_id, "text": turn.text, "answer": turn.answer() or "",
         "experiences": experiences_of(turn.events.of_kinds(_EXPERIENCE_KINDS), turn.user_id,
                                       turn.text)}
+    if turn.session.domain is not None:  # the session's domain: the commit is written in it
+        context["domain"] = turn.session.domain
 
     async def commit() -> Any:
         return await memory.apply(turn.user_id, turn.turn_id, updates, now, **context)

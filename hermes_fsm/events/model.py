@@ -73,12 +73,14 @@ class _Event(BaseModel):
 
 
 class TurnStarted(_Event):
-    """A turn began on a session with a user message."""
+    """A turn began on a session with a user message (``domain``: the session's memory
+    domain, ``None`` for none)."""
 
     kind: Literal["turn_started"] = "turn_started"
     user_id: str
     text: str
     graph: str = ""
+    domain: str | None = None
 
 
 class StateEntered(_Event):

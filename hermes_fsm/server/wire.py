@@ -37,6 +37,10 @@ class TurnRequest(BaseModel):
     user_id: str | None = Field(
         default=None, min_length=1, max_length=200,
         description="who is asking; with bearer tokens it must be the token's user (or omitted)")
+    domain: str | None = Field(
+        default=None, min_length=1, max_length=200, description=(
+            "the memory domain a new session declares (e.g. credit_card): recall and "
+            "commits of its turns stay inside it; for an existing session, its own or omitted"))
 
     @field_validator("text")
     @classmethod
@@ -45,7 +49,7 @@ class TurnRequest(BaseModel):
             raise ValueError("text is blank; send the user's message")
         return text
 
-    @field_validator("text", "user_id")
+    @field_validator("text", "user_id", "domain")
     @classmethod
     def _no_nul(cls, value: str | None) -> str | None:
         if value is not None and (at := nul_position(value)) is not None:
