@@ -181,31 +181,43 @@ class TieredMemory:
     async def walk(self, user_id: str, query: str, *, session_id: str | None = None,
                    entities: Sequence[str] = (), k: int | None = None,
                    now: datetime | None = None, domain: str | None = None,
-                   shared: bool | None = None) -> LayeredRecall:
-        """Recall through the layers in order (seed 002 §2.4): the session's working memory
-        (its recent messages), then the semantic items (:meth:`recall`), then the
-        experience log — the user's entries whose request or arguments name one of
-        ``entities`` (the conversation graph's entity values) first, newest first, then
-        the entries most similar to ``query``; ``k`` of those (the policy's k by default).
+                   shared: bool | None = None, keys: Sequence[str] = ()) -> LayeredRecall:
+        """Recall through the layers in order (seed 002 §2.4), one after the other: the
+        session's working memory (its recent messages), then the semantic items
+        (:meth:`recall`, with ``domain``, ``shared`` and ``keys``), then the experience log
+        — the user's entries whose request or arguments name one of ``entities`` (the
+        conversation graph's entity values) first, newest first, then the entries most
+        similar to ``query``; ``k`` of those (the policy's k by default).
 
-        Not yet on the turn path: the engine recalls through :meth:`recall`.
+        This is the engine's recall (:mod:`hermes_fsm.engine.memory_handlers`); the
+        result's :attr:`LayeredRecall.order` is the order the layers were read in.
         """
         k = self.policy.k if k is None else k
+        order: list[str] = []
         working = await self.working.recent(user_id, session_id) if session_id else []
-        semantic = await self.recall(user_id, query, k, now=now, domain=domain, shared=shared)
+        order.append("working")
+        semantic = await self.recall(user_id, query, k, now=now, domain=domain, shared=shared,
+                                     keys=keys)
+        order.append("semantic")
         names = [e.casefold() for e in entities if e and e.strip()]
         keyed: list[Experience] = []
-        if names:
+        matched: dict[str, None] = {}
+        if names and k > 0:
             for entry in await self.experience.entries(user_id, limit=500):
                 said = " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
-                if entry.user_id == user_id and any(n in said for n in names):
+                hits = [n for n in names if n in said]
+                if entry.user_id == user_id and hits:
                     keyed.append(entry)
+                    matched.update(dict.fromkeys(hits))
             keyed.sort(key=lambda e: e.at, reverse=True)
         seen = {e.entry_id for e in keyed}
-        similar = [e for e in await self.experience.similar_outcomes(user_id, query, k)
-                   if e.entry_id not in seen]
+        similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k)
+                    if e.entry_id not in seen] if k > 0 and query.strip() else [])
+        order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
-                             experience=(keyed + similar)[:k])
+                             experience=(keyed + similar)[:k],
+                             keyed_by=tuple(n for n in names if n in matched),
+                             order=tuple(order))
 
     def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:
         """This memory seen from inside ``domain`` (seed 003 §5): what a session of that
@@ -373,11 +385,17 @@ def _sealed_entry(entry: Experience) -> Experience:
 
 @dataclass(frozen=True, slots=True)
 class LayeredRecall:
-    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked."""
+    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked.
+
+    ``keyed_by``: the entity values that matched experience entries (the keyed part of
+    ``experience`` comes first); ``order``: the layers in the order they were read.
+    """
 
     working: list[dict[str, Any]]
     semantic: list[MemoryItem]
     experience: list[Experience]
+    keyed_by: tuple[str, ...] = ()
+    order: tuple[str, ...] = ("working", "semantic", "experience")
 
 
 class DomainMemory:
