@@ -186,3 +186,28 @@ async def test_a_memory_bound_to_a_domain_refuses_a_session_of_another() -> None
                                domain="credit_card")
     finally:
         await orchestrator.aclose()
+
+
+async def test_the_experience_of_another_domains_session_is_not_recalled() -> None:
+    """The experience log does not record domains: a domain session's walk keeps the
+    entries of its own session only, so a tool outcome of a ``credit_card`` session never
+    reaches a ``wealth`` session's recall or planning."""
+    memory = InProcessMemory()
+    orchestrator = build_orchestrator(memory=memory)
+    try:
+        await orchestrator.run_turn("cc", "How many A1001 are left in the east?",
+                                    user_id="gus", domain="credit_card")
+        assert [e for e in await memory.experience.entries("gus") if e.kind == "tool_call"]
+        mine = await memory.walk("gus", "A1001 stock", session_id="cc", entities=["A1001"],
+                                 domain="credit_card")
+        assert mine.experience and {e.session_id for e in mine.experience} == {"cc"}
+        other = await memory.walk("gus", "A1001 stock", session_id="w", entities=["A1001"],
+                                  domain="wealth")
+        assert other.experience == [] and other.keyed_by == ()
+        result = await orchestrator.run_turn("w", "How many A1001 are left in the east?",
+                                             user_id="gus", domain="wealth")
+        for event in result.events:
+            if event.kind == "memory_recalled":
+                assert event.layers[-1]["entries"] == []
+    finally:
+        await orchestrator.aclose()

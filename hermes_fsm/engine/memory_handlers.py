@@ -147,7 +147,7 @@ async def _past_outcomes(turn: TurnContext) -> str:
         similar = [e for e in walked.experience if e.kind == "tool_call"][:3]
     else:
         experience = getattr(turn.services.memory, "experience", None)
-        if experience is None:
+        if experience is None or turn.session.domain is not None:  # the log has no domains
             return ""
         try:
             similar = await experience.similar_outcomes(turn.user_id, turn.text, 3)

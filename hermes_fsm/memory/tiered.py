@@ -187,7 +187,9 @@ class TieredMemory:
         (:meth:`recall`, with ``domain``, ``shared`` and ``keys``), then the experience log
         — the user's entries whose request or arguments name one of ``entities`` (the
         conversation graph's entity values) first, newest first, then the entries most
-        similar to ``query``; ``k`` of those (the policy's k by default).
+        similar to ``query``; ``k`` of those (the policy's k by default). With a
+        ``domain``, the experience layer holds the entries of ``session_id`` only (the log
+        does not record domains, and a session keeps one).
 
         This is the engine's recall (:mod:`hermes_fsm.engine.memory_handlers`); the
         result's :attr:`LayeredRecall.order` is the order the layers were read in.
@@ -201,22 +203,23 @@ class TieredMemory:
         order.append("semantic")
         names = [e.casefold() for e in entities if e and e.strip()]
         keyed: list[Experience] = []
-        matched: dict[str, None] = {}
         if names and k > 0:
             for entry in await self.experience.entries(user_id, limit=500):
-                said = " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
-                hits = [n for n in names if n in said]
-                if entry.user_id == user_id and hits:
+                if entry.user_id == user_id and any(n in _said(entry) for n in names):
                     keyed.append(entry)
-                    matched.update(dict.fromkeys(hits))
             keyed.sort(key=lambda e: e.at, reverse=True)
         seen = {e.entry_id for e in keyed}
         similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k)
                     if e.entry_id not in seen] if k > 0 and query.strip() else [])
+        if domain is not None:  # the log does not record domains: the session's own only
+            keyed = [e for e in keyed if session_id is not None and e.session_id == session_id]
+            similar = [e for e in similar
+                       if session_id is not None and e.session_id == session_id]
         order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
                              experience=(keyed + similar)[:k],
-                             keyed_by=tuple(n for n in names if n in matched),
+                             keyed_by=tuple(n for n in dict.fromkeys(names)
+                                            if any(n in _said(e) for e in keyed)),
                              order=tuple(order))
 
     def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:
@@ -365,6 +368,11 @@ class TieredMemory:
         await self.background.drain()
         for tier in (self.working, self.semantic, self.experience):
             await tier.close()
+
+
+def _said(entry: Experience) -> str:
+    """What an experience entry says (its request and arguments), casefolded."""
+    return " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
 
 
 def _mentions(item: MemoryItem, needle: str) -> bool:
