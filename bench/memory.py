@@ -6,6 +6,7 @@ first turn of a CLI process.
     .venv/bin/python bench/memory.py --only eval          # one row per embedder
     .venv/bin/python bench/memory.py --only dev           # the dev split (tune here)
     .venv/bin/python bench/memory.py --only engines --items 100000 [--old-items 10000]
+    .venv/bin/python bench/memory.py --only engines --items 100000 --users 1 --optimize
     .venv/bin/python bench/memory.py --only calibrate     # similarity percentiles
     .venv/bin/python bench/memory.py --only commits [--sessions 200 --turns 10 --updates 3]
     .venv/bin/python bench/memory.py --only first-turn [--store-items 10000]
@@ -23,7 +24,9 @@ through ``put`` in batches of 1,000 (commit throughput in batches: items/s by th
 clock and per CPU-second), closed, then opened cold in a fresh process which measures the
 open, the RSS it added (the engine's code imported before), and 200 recalls
 (``TieredMemory.recall``: embed, filtered top-k, scoring). The old local mode fills at a
-few hundred items/s: it gets ``--old-items``.
+few hundred items/s: it gets ``--old-items``. ``--optimize``: Edge's ``optimize()`` (the
+HNSW build of ``hermes-fsm memory optimize``) runs after the fill, timed, before the cold
+open.
 
 commits: ``TieredMemory.apply`` from many concurrent sessions (two per user), each turn
 committing ``--updates`` updates (one supersedes) and one tool outcome; group commit
@@ -290,7 +293,7 @@ async def child_open(engine: str, path: str, users: str) -> None:
     await store.close()
 
 
-async def bench_engines(items: int, old_items: int) -> None:
+async def bench_engines(items: int, old_items: int, optimize: bool = False) -> None:
     warnings.filterwarnings("ignore", message="Local mode is not recommended")
     embedder = HashingEmbedder()
     print(f"engines: items of {USERS} users (recall: a user with 1/{USERS} of them), hashing "
@@ -312,6 +315,13 @@ async def bench_engines(items: int, old_items: int) -> None:
                 got = {"open_s": float("nan"), "open_cpu_s": float("nan"),
                        "rss_mb": rss_mb() - before, "p50_ms": p50, "p99_ms": p99}
             else:
+                if optimize and engine == "edge":  # maintenance, off any turn: timed apart
+                    t, cpu = time.perf_counter(), time.process_time()
+                    await store.optimize()
+                    status = await store.index_status()
+                    print(f"  Edge optimize() (HNSW build, blocking): "
+                          f"{time.perf_counter() - t:.1f} s wall / "
+                          f"{time.process_time() - cpu:.1f} s CPU; {status}")
                 await store.close()
                 done = subprocess.run(
                     [sys.executable, __file__, "--child-open", engine, tmp, str(USERS)],
@@ -496,6 +506,9 @@ def main() -> None:
     parser.add_argument("--updates", type=int, default=3, help="commits: updates per turn")
     parser.add_argument("--users", type=int, default=1000,
                         help="engines: users the items are spread over (1: one user has all)")
+    parser.add_argument("--optimize", action="store_true",
+                        help="engines: run Edge's optimize() (builds HNSW) after the fill, "
+                        "timed, before the cold open (what `hermes-fsm memory optimize` does)")
     parser.add_argument("--child-open", nargs=3, metavar=("ENGINE", "PATH", "USERS"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--child-memory-open", nargs=2, metavar=("DATA_DIR", "KIND"),
@@ -527,7 +540,7 @@ def main() -> None:
         asyncio.run(bench_calibrate())
     if "engines" in sections:
         old = args.old_items if args.old_items is not None else min(args.items, 10_000)
-        asyncio.run(bench_engines(args.items, old))
+        asyncio.run(bench_engines(args.items, old, args.optimize))
     if "commits" in sections:
         asyncio.run(bench_commits(args.sessions, args.turns, args.updates))
     if "first-turn" in sections:

@@ -165,6 +165,9 @@ def _sessions(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> in
 def _turn_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--user", default="cli-user", help="user id (default: cli-user)")
     p.add_argument("--session", help="session id (default: a new one)")
+    p.add_argument("--domain", metavar="NAME", help=(
+        "the memory domain a new session declares (e.g. credit_card): its recall and "
+        "commits stay inside it (default: none)"))
     p.add_argument("--graph", metavar="PATH", help="graph file (default: from config)")
     add_record_option(p)
 
@@ -251,7 +254,8 @@ def _run(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
 
     async def turn() -> Any:
         async with orchestrator:  # MCP servers start at their first call, stop after it
-            return await orchestrator.run_turn(args.session, args.text, user_id=args.user)
+            return await orchestrator.run_turn(args.session, args.text, user_id=args.user,
+                                               domain=args.domain)
 
     try:
         result = asyncio.run(turn())
@@ -298,7 +302,7 @@ def _chat(args: argparse.Namespace, config: HermesConfig, out: TextIO) -> int:
                 continue
             try:
                 result = await orchestrator.run_turn(session.session_id, line.strip(),
-                                                     args.user)
+                                                     args.user, domain=args.domain)
             except ContextOverflow as exc:  # too long: say so, and let the user go on
                 out.write(f"hermes-fsm: {exc}\n")
                 continue

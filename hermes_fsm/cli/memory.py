@@ -1,6 +1,7 @@
 """``hermes-fsm memory search|list|show|forget|rollback|archive|restore --user U``: look
 into, clear, roll back and archive a user's memory (``show --as-of TIME``: the profile as it
-was; ``archive``: stale items to cold storage, ``restore``: back).
+was; ``archive``: stale items to cold storage, ``restore``: back). ``memory optimize``
+builds the embedded store's search index (maintenance, at a quiet moment).
 
 Registered from :mod:`hermes_fsm.cli.main`; uses the memory the configuration describes
 (embedded: the data dir; or the services of ``HERMES_*_URL``).
@@ -26,7 +27,7 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     memory = sub.add_parser("memory", parents=[common],
                             help="a user's memory: search, list, forget")
     memory.add_argument("action", choices=["search", "list", "show", "forget", "rollback",
-                                           "archive", "restore", "migrate"],
+                                           "archive", "restore", "migrate", "optimize"],
                         help="search: the items recalled for QUERY; list: every active item; "
                              "show: the profile (with --as-of, as it was then); forget: erase "
                              "the items that mention QUERY, or the whole user with --all; "
@@ -35,7 +36,10 @@ def add_memory_parser(sub: Any, common: argparse.ArgumentParser) -> None:
                              "or past their type's TTL) to the archive; restore: put archived "
                              "item ITEM_ID (or --all) back, or list the archive; migrate: move "
                              "an old embedded store (data_dir/qdrant, qdrant-client local "
-                             "mode) into the Qdrant Edge store (no --user)")
+                             "mode) into the Qdrant Edge store (no --user); optimize: build "
+                             "the embedded Edge store's HNSW index, so recall of a user with "
+                             "many items stays fast (blocking, seconds to minutes: run it "
+                             "while no server holds the store; no --user)")
     memory.add_argument("query", nargs="?", default="",
                         help="search: the text to recall for; forget: the text the items "
                              "to erase mention (key, value or message); restore: an "
@@ -64,11 +68,12 @@ def run_memory(args: argparse.Namespace, config: Any, out: TextIO,
     ``forget`` asks on ``stdin`` (default: the process's) unless ``--yes`` is given; an
     answer other than ``y``/``yes``, or no answer at all, forgets nothing and returns 1.
     """
-    if args.action == "migrate":
+    if args.action in ("migrate", "optimize"):
         if args.user or args.query:
-            raise UsageError("memory migrate moves the whole store: it takes no --user and "
-                             "no query")
-        return asyncio.run(_migrate(config, out))
+            raise UsageError(f"memory {args.action} works on the whole store: it takes no "
+                             "--user and no query")
+        return asyncio.run(_migrate(config, out) if args.action == "migrate"
+                           else _optimize(config, args.json, out))
     if not args.user:
         raise UsageError(f"memory {args.action} needs --user U: hermes-fsm memory "
                          f"{args.action} --user alice")
@@ -157,6 +162,38 @@ async def _migrate(config: Any, out: TextIO) -> int:
         old = memory.semantic.path.parent / "qdrant"
         out.write(f"moved {moved} item(s) from {old} into {memory.semantic.path} (the old "
                   f"store is kept at {old.with_name('qdrant.migrated')})\n")
+        return 0
+    finally:
+        await memory.close()
+
+
+async def _optimize(config: Any, as_json: bool, out: TextIO) -> int:
+    """``memory optimize``: Edge's optimizers (HNSW build) on the embedded store."""
+    import time
+
+    from hermes_fsm.config.memory import build_memory
+    from hermes_fsm.memory.edge_semantic import EdgeSemanticStore
+
+    memory = build_memory(config.memory)
+    try:
+        store = memory.semantic
+        if not isinstance(store, EdgeSemanticStore):
+            raise UsageError("memory optimize builds the embedded Qdrant Edge store's index, "
+                             "and the configuration uses another (memory.qdrant_url or "
+                             "memory.embedded_semantic is set): a Qdrant server indexes "
+                             "by itself")
+        before = await store.index_status()
+        started = time.perf_counter()
+        changed = await store.optimize()
+        seconds = time.perf_counter() - started
+        after = await store.index_status()
+        if as_json:
+            out.write(json.dumps({"before": before, "after": after, "changed": changed,
+                                  "seconds": round(seconds, 3)}) + "\n")
+        else:
+            out.write(f"{store.path}: {after['points']} point(s), {after['indexed']} indexed "
+                      f"in {after['segments']} segment(s) (before: {before['indexed']} in "
+                      f"{before['segments']}); {seconds:.1f} s\n")
         return 0
     finally:
         await memory.close()

@@ -114,4 +114,5 @@ def build_memory(config: MemoryConfig | None = None) -> TieredMemory:
                                              config.recall.half_life_days.items()}})
     return TieredMemory(working=working, semantic=semantic, experience=experience,
                         embedder=embedder, policy=policy,
-                        sealed_domains=frozenset(config.domain_keys))
+                        sealed_domains=frozenset(config.domain_keys),
+                        shared_domains=frozenset(config.shared_domains))

@@ -53,7 +53,7 @@ from pydantic import ValidationError
 from hermes_fsm.brain.protocol import Repair, RepairReason
 from hermes_fsm.conversation.graph import Conversation, apply_ops
 from hermes_fsm.engine.context import ContextBuilder, apply_context_event
-from hermes_fsm.engine.session import Session, SessionCache
+from hermes_fsm.engine.session import Session, SessionCache, declare_domain
 from hermes_fsm.engine.turn import Services, TurnContext, TurnResult, number_late
 from hermes_fsm.errors import SessionArchived, SessionBusy, SessionError, StaleWriter, StoreError
 from hermes_fsm.events.model import Event
@@ -148,14 +148,18 @@ class DurableSessions:
         # session id → (user id, late events waiting to be stored, failed appends)
         self._late: dict[str, tuple[str, list[tuple[type[Event], dict[str, Any]]], int]] = {}
 
-    async def run_turn(self, session_id: str | None, text: str, user_id: str) -> TurnResult:
-        """Lease, claim and sync the session, finish an interrupted turn, run this one."""
+    async def run_turn(self, session_id: str | None, text: str, user_id: str, *,
+                       domain: str | None = None) -> TurnResult:
+        """Lease, claim and sync the session, finish an interrupted turn, run this one
+        (``domain``: the memory domain a new session declares, see ``Orchestrator.session``).
+        """
         o = self.orchestrator
         if session_id is None:
             session_id = o.ids.new("session")
         hold = await self._acquire(session_id)
         try:
             session, pending = await self.load(session_id, user_id)
+            declare_domain(session, domain)  # refused before anything runs
             if pending:
                 await self._finish_pending(session, pending)
             await self.write_late(session)  # landed since this session's last turn here
@@ -276,6 +280,7 @@ class DurableSessions:
             session.summary = str(checkpoint.data.get("summary", ""))
             if (conv := checkpoint.data.get("conversation")) is not None:
                 session.conversation = Conversation.from_data(conv)
+            session.domain = checkpoint.data.get("domain")
         pending: list[dict[str, Any]] = []
         for event in events:  # finished turns past the checkpoint join the history
             if event["kind"] == "context_built":  # it may have folded history into the summary
@@ -286,6 +291,7 @@ class DurableSessions:
                 apply_ops(session.conversation, event["ops"])
             if event["kind"] == "turn_started":
                 pending = [event]
+                session.domain = event.get("domain", session.domain)  # the session's own
             elif pending:
                 pending.append(event)
                 if event["kind"] == "turn_finished":
@@ -432,6 +438,8 @@ class DurableSessions:
                                      "summary": session.summary}
             if session.conversation is not None:
                 state["conversation"] = session.conversation.to_data()
+            if session.domain is not None:
+                state["domain"] = session.domain
             checkpoint = Checkpoint(session.session_id, session.seq, session.state, state)
         blob = turn.events.json_from(start) if events else None  # serialized once: the
         await self.store.append(Append(session.session_id, session.epoch, prev, session.state,

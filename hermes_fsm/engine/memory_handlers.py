@@ -2,8 +2,14 @@
 
 - :func:`recalled_memory` returns the background block of what the current state's
   ``recall:`` (in the graph file) lists: ``memory`` is recalled once per turn (at the first
-  state that lists it) and emits ``memory_recalled`` (items, scores, token cost);
-  ``past_outcomes`` adds the outcomes of similar requests from the experience log.
+  state that lists it), through the memory's layers in order when it has them
+  (``TieredMemory.walk``, seed 002 §2.4: the session's working memory, the semantic items,
+  then the experience log keyed by the conversation graph's entities), and emits
+  ``memory_recalled`` (items, scores, token cost, the layers in the order walked);
+  ``past_outcomes`` is the walk's experience layer (tool calls, the entities' first; for
+  a memory without layers, the outcomes of similar requests from the experience log).
+  A session of a memory domain (``Session.domain``) recalls with ``domain=`` and commits
+  with it in the context, so both stay inside the domain (seed 003 §5).
 - :func:`apply_memory_updates` commits the turn's memory updates and experiences. A commit
   that fails never fails the turn: it emits ``memory_commit_failed`` and is retried in the
   background; when retries run out, a final ``memory_commit_failed`` is recorded.
@@ -67,39 +73,87 @@ async def recalled_memory(turn: TurnContext) -> str:
     if "memory" not in recall:
         return await _past_outcomes(turn) if "past_outcomes" in recall else ""
     if turn.memory is None:
-        state = turn.state.name if turn.state is not None else ""
-        try:
-            keys = memory_keys(turn.services.brain)  # standing preferences, by key
-            search: Any = turn.services.memory.recall  # keys=: see Memory.recall
-            items = await (search(turn.user_id, turn.text, keys=keys) if keys
-                           else search(turn.user_id, turn.text))
-        except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
-            turn.emit(MemoryRecalled, state=state, error=redact(str(exc)))
-            turn.memory = ""
-            return turn.memory
-        turn.memory = format_recall(items)
-        if items:  # nothing recalled costs nothing: no event (recordings stay stable)
-            context = turn.services.context  # its counter, as context_built counts
-            tokens = (context.counter.count(turn.memory) if context is not None
-                      else estimate_tokens(turn.memory))
-            turn.emit(MemoryRecalled, state=state, tokens=tokens, items=[
-                {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
-                 "score": None if i.score is None else round(i.score, 4),
-                 "confidence": i.confidence, "created_at": i.created_at.isoformat()}
-                for i in items])
+        await _recall(turn)
+    block = turn.memory or ""
     if "past_outcomes" in recall:
-        return turn.memory + await _past_outcomes(turn)
-    return turn.memory
+        return block + await _past_outcomes(turn)
+    return block
+
+
+async def _recall(turn: TurnContext) -> None:
+    """Recall for the turn, once: through the memory's layers in order (``walk``: working →
+    semantic → experience keyed by the conversation's entities) when it has them, else its
+    ``recall``; sets ``turn.memory`` (the block) and ``turn.walked``, and emits
+    ``memory_recalled`` when something was found in long-term memory."""
+    state = turn.state.name if turn.state is not None else ""
+    memory: Any = turn.services.memory
+    keys = memory_keys(turn.services.brain)  # standing preferences, by key
+    extra: dict[str, Any] = {"keys": keys} if keys else {}  # keys=, domain=: see Memory.recall
+    if turn.session.domain is not None:  # the session's domain: recall stays in it
+        extra["domain"] = turn.session.domain
+    walk = getattr(memory, "walk", None)
+    try:
+        if callable(walk):
+            walked = turn.walked = await walk(
+                turn.user_id, turn.text, session_id=turn.session_id,
+                entities=_entity_values(turn.session.conversation), **extra)
+            items = walked.semantic
+        else:
+            items = await memory.recall(turn.user_id, turn.text, **extra)
+    except MemoryStoreError as exc:  # recorded, and the turn goes on without memory
+        turn.emit(MemoryRecalled, state=state, error=redact(str(exc)))
+        turn.memory = ""
+        return
+    turn.memory = format_recall(items)
+    walked = turn.walked
+    if not items and not (walked is not None and walked.keyed_by):
+        return  # nothing recalled costs nothing: no event (recordings stay stable)
+    context = turn.services.context  # its counter, as context_built counts
+    tokens = (context.counter.count(turn.memory) if context is not None
+              else estimate_tokens(turn.memory))
+    turn.emit(MemoryRecalled, state=state, tokens=tokens, items=[
+        {"item_id": getattr(i, "item_id", ""), "key": i.key, "value": i.value,
+         "score": None if i.score is None else round(i.score, 4),
+         "confidence": i.confidence, "created_at": i.created_at.isoformat()}
+        for i in items], layers=_layers(walked) if walked is not None else [])
+
+
+def _entity_values(conv: Any, most: int = 8) -> list[str]:
+    """The values (and canonical forms) of the conversation graph's active entities, the
+    most recently mentioned first: what the experience layer is keyed by."""
+    if conv is None:
+        return []
+    values: dict[str, None] = {}
+    for node in reversed(conv.active()[-most:]):
+        values.update(dict.fromkeys(v for v in (node.value, node.canonical) if v))
+    return list(values)
+
+
+def _layers(walked: Any) -> list[dict[str, Any]]:
+    found = {"working": len(walked.working), "semantic": len(walked.semantic),
+             "experience": len(walked.experience)}
+    layers: list[dict[str, Any]] = []
+    for name in walked.order:
+        layer: dict[str, Any] = {"layer": name, "found": found.get(name, 0)}
+        if name == "experience":
+            layer["keyed_by"] = list(walked.keyed_by)
+            layer["entries"] = [e.entry_id for e in walked.experience]
+        layers.append(layer)
+    return layers
 
 
 async def _past_outcomes(turn: TurnContext) -> str:
-    experience = getattr(turn.services.memory, "experience", None)
-    if experience is None:
-        return ""
-    try:
-        similar = await experience.similar_outcomes(turn.user_id, turn.text, 3)
-    except MemoryStoreError:
-        return ""  # planning works without it; recall already reported the store's state
+    walked = turn.walked
+    if walked is not None:  # the walk's experience layer: the entities' entries first
+        similar = [e for e in walked.experience if e.kind == "tool_call"][:3]
+    else:
+        experience = getattr(turn.services.memory, "experience", None)
+        if experience is None or turn.session.domain is not None:  # the log has no domains
+            return ""
+        try:
+            similar = await experience.similar_outcomes(turn.user_id, turn.text, 3)
+        except MemoryStoreError:
+            return ""  # planning works without it; recall already reported its state
     if not similar:
         return ""
     lines = ["", "Past outcomes of similar requests:"]
@@ -122,6 +176,8 @@ async def apply_memory_updates(turn: TurnContext, output: MemoryCommit) -> None:
         "session_id": turn.session_id, "text": turn.text, "answer": turn.answer() or "",
         "experiences": experiences_of(turn.events.of_kinds(_EXPERIENCE_KINDS), turn.user_id,
                                       turn.text)}
+    if turn.session.domain is not None:  # the session's domain: the commit is written in it
+        context["domain"] = turn.session.domain
 
     async def commit() -> Any:
         return await memory.apply(turn.user_id, turn.turn_id, updates, now, **context)

@@ -47,7 +47,7 @@ from hermes_fsm.engine.fallback import fallback_answer
 from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
 from hermes_fsm.engine.memory_handlers import cancel_commits_of
-from hermes_fsm.engine.session import Session, SessionCache
+from hermes_fsm.engine.session import Session, SessionCache, check_domain, declare_domain
 from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult, deliver_late
 from hermes_fsm.errors import (
     BrainError,
@@ -274,13 +274,22 @@ class Orchestrator:
 
     # --- sessions ---------------------------------------------------------------------
 
-    def session(self, session_id: str | None = None, user_id: str | None = None) -> Session:
+    def session(self, session_id: str | None = None, user_id: str | None = None, *,
+                domain: str | None = None) -> Session:
         """The session ``session_id`` (created on first use, for ``user_id`` or
-        ``"anonymous"``); a new id when ``None``. Without ``user_id`` an existing session
-        is returned whoever owns it (``orchestrator.session("s1").events`` after a turn).
+        ``"anonymous"``, in the memory ``domain``); a new id when ``None``. Without
+        ``user_id`` an existing session is returned whoever owns it
+        (``orchestrator.session("s1").events`` after a turn).
+
+        ``domain`` (seed 003 §5, e.g. ``"credit_card"``) is the session's memory domain:
+        the recall and the commits of its turns stay inside it (see
+        :mod:`hermes_fsm.engine.memory_handlers`). A session declares it when it is
+        created (before its first turn); ``None`` later means "the session's own".
 
         Raises:
-            SessionError: ``user_id`` is given and the session belongs to another user.
+            SessionError: ``user_id`` is given and the session belongs to another user, or
+                ``domain`` is given and is not the domain the session was created in.
+            UsageError: ``domain`` is blank.
         """
         if session_id is None:
             session_id = self.ids.new("session")
@@ -288,10 +297,12 @@ class Orchestrator:
         if session is None:
             session = self._sessions[session_id] = Session(
                 session_id, user_id or "anonymous", self.graph.initial, self.event_log,
-                self.event_log_turns)
+                self.event_log_turns, domain=check_domain(domain))
         elif user_id is not None and session.user_id != user_id:
             raise SessionError(f"session {session_id!r} belongs to another user; "
                                "use a session id of your own (or omit it to get a new one)")
+        else:
+            declare_domain(session, domain)
         return session
 
     def sessions(self) -> Mapping[str, Session]:
@@ -302,8 +313,11 @@ class Orchestrator:
     # --- turns ------------------------------------------------------------------------
 
     async def run_turn(self, session_id: str | None, text: str,
-                       user_id: str = "anonymous") -> TurnResult:
+                       user_id: str = "anonymous", *, domain: str | None = None) -> TurnResult:
         """Run one turn: ``text`` from ``user_id`` on ``session_id``, back to the initial state.
+
+        ``domain`` declares a new session's memory domain (see :meth:`session`); for an
+        existing session it must be the session's own, or ``None``.
 
         Raises:
             UsageError: empty text; U+0000 in the text, the session id or the user id (no
@@ -311,7 +325,8 @@ class Orchestrator:
             ContextOverflow: the text alone is over its token budget (see
                 :mod:`hermes_fsm.engine.context`; ``on_input_overflow: truncate`` cuts it instead).
             SessionBusy: a turn is running on this session (``busy_policy='refuse'``).
-            SessionError: the session belongs to another user.
+            SessionError: the session belongs to another user, or is of another memory
+                domain than ``domain``.
             SessionArchived: the session was archived (durable store); start a new one.
         """
         if not isinstance(text, str) or not text.strip():
@@ -320,8 +335,8 @@ class Orchestrator:
             _refuse_nul(text=text, session_id=session_id, user_id=user_id)
         self.context.check_input(text)  # a message over its token budget: refused up front
         if self.durable is not None:
-            return await self.durable.run_turn(session_id, text, user_id)
-        session = self.session(session_id, user_id)
+            return await self.durable.run_turn(session_id, text, user_id, domain=domain)
+        session = self.session(session_id, user_id, domain=domain)
         if session.busy:
             if self.busy_policy == "refuse":
                 raise SessionBusy(session.session_id)
@@ -437,7 +452,8 @@ class Orchestrator:
             if hooks.pre_turn:
                 await call_hooks(hooks.pre_turn, session=session, turn=turn, resumed=resumed)
             if not resumed:
-                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name)
+                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name,
+                          domain=session.domain)
                 self.machine.fire("start", session, turn)
                 if hooks.post_step:
                     await _post_step(hooks, session, turn)

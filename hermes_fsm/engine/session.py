@@ -35,9 +35,10 @@ from typing import Any
 from pydantic_core import from_json, to_json
 
 from hermes_fsm.conversation.graph import Conversation
+from hermes_fsm.errors import SessionError, UsageError
 from hermes_fsm.events.model import EVENTS_ADAPTER, Event, EventList
 
-__all__ = ["Session", "SessionCache"]
+__all__ = ["Session", "SessionCache", "check_domain", "declare_domain"]
 
 
 class Session:
@@ -46,6 +47,9 @@ class Session:
     Attributes:
         session_id: the session's id (not the user's).
         user_id: the user it belongs to.
+        domain: its memory domain (seed 003 §5), declared when it is created (``None``:
+            none): recall and commit of its turns stay inside it (see
+            :mod:`hermes_fsm.engine.memory_handlers`).
         state: the graph state it is in (the initial state between turns).
         seq: the sequence number of its last event (events are numbered from 1).
         epoch: its claim in a durable store (0 without one; see :mod:`hermes_fsm.engine.durable`).
@@ -70,13 +74,14 @@ class Session:
         log_turns: keep only the last ``log_turns`` entries of the log (``None``: all).
     """
 
-    __slots__ = ("_lock", "_log", "_log_turns", "busy", "conversation", "dropped", "epoch",
-                 "history", "late", "seq", "session_id", "state", "summary", "user_id")
+    __slots__ = ("_lock", "_log", "_log_turns", "busy", "conversation", "domain", "dropped",
+                 "epoch", "history", "late", "seq", "session_id", "state", "summary", "user_id")
 
     def __init__(self, session_id: str, user_id: str, state: str, log: bool = True,
-                 log_turns: int | None = None) -> None:
+                 log_turns: int | None = None, domain: str | None = None) -> None:
         self.session_id = session_id
         self.user_id = user_id
+        self.domain = domain
         self.state = state
         self.seq = 0
         self.epoch = 0
@@ -173,6 +178,39 @@ class Session:
         """A plain-data view, for printing and tests."""
         return {"session_id": self.session_id, "user_id": self.user_id, "state": self.state,
                 "seq": self.seq, "messages": len(self.history)}
+
+
+def check_domain(domain: str | None) -> str | None:
+    """``domain`` as a session's memory domain (``None``: none).
+
+    Raises:
+        UsageError: it is blank, or holds U+0000.
+    """
+    if domain is not None and (not isinstance(domain, str) or not domain.strip()
+                               or "\x00" in domain):
+        raise UsageError(f"a memory domain is a non-blank name (e.g. 'credit_card'), "
+                         f"not {domain!r}")
+    return domain
+
+
+def declare_domain(session: Session, domain: str | None) -> None:
+    """Give ``session`` the memory ``domain`` a caller declares for it: set on a session
+    that has had no turn yet; on one that has, ``None`` or its own domain.
+
+    Raises:
+        SessionError: the session is of another domain (or of none) already.
+        UsageError: ``domain`` is blank.
+    """
+    if domain is None or domain == session.domain:
+        return
+    check_domain(domain)
+    if session.seq == 0 and not session.busy:  # created, no turn yet: it declares now
+        session.domain = domain
+        return
+    mine = f"memory domain {session.domain!r}" if session.domain else "no memory domain"
+    raise SessionError(f"session {session.session_id!r} was created in {mine}, not "
+                       f"{domain!r}; a session keeps the domain it was created in: start a "
+                       "new session for another domain")
 
 
 _SESSION_BYTES = 600  # the object, its slots, ids and the cache's entry

@@ -142,7 +142,7 @@ class TurnContext:
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
         "repair",
         "routes", "services", "session", "session_id", "state", "taken", "text", "turn_id",
-        "user_id",
+        "user_id", "walked",
     )
 
     def __init__(self, session: Session, turn_id: str, user_id: str, text: str,
@@ -174,6 +174,7 @@ class TurnContext:
         self.routes = 0
         self.awaiting: str | None = None
         self.memory: str | None = None
+        self.walked: Any = None  # the memory's layered recall of this turn (LayeredRecall)
         self.history = tuple(session.history)  # a snapshot: the turn appends later
         self._entered = time.perf_counter()
         self._answer: str | None = None

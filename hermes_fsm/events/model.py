@@ -78,12 +78,14 @@ class _Event(BaseModel):
 
 
 class TurnStarted(_Event):
-    """A turn began on a session with a user message."""
+    """A turn began on a session with a user message (``domain``: the session's memory
+    domain, ``None`` for none)."""
 
     kind: Literal["turn_started"] = "turn_started"
     user_id: str
     text: str
     graph: str = ""
+    domain: str | None = None
 
 
 class StateEntered(_Event):
@@ -377,10 +379,13 @@ class MemoryWrite(_Event):
 class MemoryRecalled(_Event):
     """Memory was recalled for a state: the items (with scores) and the block's token cost.
 
-    ``tokens`` is the background block's size by the token counter the context builder
-    uses (the one ``context_built`` counts with; with no context builder, one per CJK
-    character and one per four other characters); ``error`` says why recall failed (the
-    turn goes on without it).
+    ``layers`` are the memory layers in the order the recall walked them (seed 002 §2.4:
+    ``working``, ``semantic``, ``experience``), each with what it ``found`` (the experience
+    layer also ``keyed_by``, the conversation entities that matched, and its ``entries``);
+    empty for a memory that does not walk layers. ``tokens`` is the background block's size
+    by the token counter the context builder uses (the one ``context_built`` counts with;
+    with no context builder, one per CJK character and one per four other characters);
+    ``error`` says why recall failed (the turn goes on without it).
     """
 
     kind: Literal["memory_recalled"] = "memory_recalled"
@@ -388,6 +393,7 @@ class MemoryRecalled(_Event):
     items: list[dict[str, Any]] = Field(default_factory=list)
     tokens: int = 0
     error: str | None = None
+    layers: list[dict[str, Any]] = Field(default_factory=list)
 
 
 class MemoryCommitFailed(_Event):

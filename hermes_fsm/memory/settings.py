@@ -10,6 +10,7 @@
       embedded_semantic: edge                 # Qdrant Edge (default) or qdrant_local (old)
       embedder: {kind: auto}                  # use, hashing, minilm, openai (url, model)
       recall: {k: 5, threshold: 0.0, recency_band: 0.05, half_life_days: {progress: 7}}
+      shared_domains: [wealth]                # these domains' sessions also see no-domain items
 
 ``HERMES_DATA_DIR``, ``HERMES_REDIS_URL``, ``HERMES_POSTGRES_URL``, ``HERMES_QDRANT_URL`` and
 ``HERMES_EMBEDDER`` (the kind)
@@ -74,6 +75,10 @@ class MemoryConfig(_Strict):
     domain_keys: dict[str, str] = Field(default={}, description=(
         "memory domain -> the environment variable holding its 32-byte key (base64): the "
         "embedded store keeps that domain's items encrypted at rest (AES-256-GCM)"))
+    shared_domains: list[str] = Field(default=[], description=(
+        "memory domains whose sessions also recall the user's items of no domain (her "
+        "general profile); a session of any other domain recalls its domain's items only, "
+        "and commits stay in the session's domain either way"))
     embedder: EmbedderConfig = EmbedderConfig()
     recall: RecallConfig = RecallConfig()
 

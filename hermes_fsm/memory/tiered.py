@@ -31,6 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from hermes_fsm._internal.group_commit import GroupCommit
 from hermes_fsm.contracts.states import MemoryUpdate
+from hermes_fsm.errors import UsageError
 from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
@@ -84,14 +85,19 @@ class TieredMemory:
         window: recent messages kept in working memory per session.
         sealed_domains: encrypted domains (:mod:`.sealing`): a commit in one records its
             experience entries without the request, arguments or value.
+        shared_domains: memory domains whose recall also finds the user's items of no
+            domain (her general profile; configuration's ``memory.shared_domains``); any
+            other domain recalls its own items only. Commits stay in their domain either way.
     """
 
     def __init__(self, *, working: WorkingMemory, semantic: SemanticStore,
                  experience: ExperienceLog, embedder: Embedder,
                  policy: RecallPolicy | None = None,
                  background: BackgroundCommits | None = None, window: int = 20,
-                 sealed_domains: frozenset[str] = frozenset()) -> None:
+                 sealed_domains: frozenset[str] = frozenset(),
+                 shared_domains: frozenset[str] = frozenset()) -> None:
         self.working, self.semantic, self.experience = working, semantic, experience
+        self.shared_domains = frozenset(shared_domains)
         self.embedder = embedder
         self.policy = policy or RecallPolicy()
         self.calibration = calibration_for(embedder.name)  # unless the policy names one
@@ -107,13 +113,15 @@ class TieredMemory:
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
                      now: datetime | None = None, domain: str | None = None,
-                     shared: bool = True, keys: Sequence[str] = ()) -> list[MemoryItem]:
+                     shared: bool | None = None, keys: Sequence[str] = ()
+                     ) -> list[MemoryItem]:
         """Active items of ``user_id`` at or above the threshold of relevance (calibrated
         similarity), best first by relevance with recency as a bounded tie-break
         (:mod:`.recall`), top k.
 
         Each item's ``score`` is its final score. ``domain`` keeps items of that domain
-        and of none (``shared=False``: of that domain only). ``keys`` are standing keys
+        only (``shared=True``: and of none; ``None``, the default: shared when the domain
+        is one of :attr:`shared_domains`); no ``domain``: every item. ``keys`` are standing keys
         (a brain's ``memory_keys``, e.g. ``preference.store``): the user's active item of
         each is added after the top k whatever its similarity to ``query`` (a preference
         said in another session fills a slot of a message that does not mention it), with
@@ -123,6 +131,8 @@ class TieredMemory:
         k = policy.k if k is None else k
         if k <= 0 or not query.strip():
             return []
+        if shared is None:
+            shared = domain in self.shared_domains
         found = await self._ranked(user_id, query, k, now, domain, shared)
         if keys:
             found += await self._standing(user_id, keys, {i.key for i in found},
@@ -170,31 +180,47 @@ class TieredMemory:
 
     async def walk(self, user_id: str, query: str, *, session_id: str | None = None,
                    entities: Sequence[str] = (), k: int | None = None,
-                   now: datetime | None = None, domain: str | None = None) -> LayeredRecall:
-        """Recall through the layers in order (seed 002 §2.4): the session's working memory
-        (its recent messages), then the semantic items (:meth:`recall`), then the
-        experience log — the user's entries whose request or arguments name one of
-        ``entities`` (the conversation graph's entity values) first, newest first, then
-        the entries most similar to ``query``; ``k`` of those (the policy's k by default).
+                   now: datetime | None = None, domain: str | None = None,
+                   shared: bool | None = None, keys: Sequence[str] = ()) -> LayeredRecall:
+        """Recall through the layers in order (seed 002 §2.4), one after the other: the
+        session's working memory (its recent messages), then the semantic items
+        (:meth:`recall`, with ``domain``, ``shared`` and ``keys``), then the experience log
+        — the user's entries whose request or arguments name one of ``entities`` (the
+        conversation graph's entity values) first, newest first, then the entries most
+        similar to ``query``; ``k`` of those (the policy's k by default). With a
+        ``domain``, the experience layer holds the entries of ``session_id`` only (the log
+        does not record domains, and a session keeps one).
 
-        Not yet on the turn path: the engine recalls through :meth:`recall`.
+        This is the engine's recall (:mod:`hermes_fsm.engine.memory_handlers`); the
+        result's :attr:`LayeredRecall.order` is the order the layers were read in.
         """
         k = self.policy.k if k is None else k
+        order: list[str] = []
         working = await self.working.recent(user_id, session_id) if session_id else []
-        semantic = await self.recall(user_id, query, k, now=now, domain=domain)
+        order.append("working")
+        semantic = await self.recall(user_id, query, k, now=now, domain=domain, shared=shared,
+                                     keys=keys)
+        order.append("semantic")
         names = [e.casefold() for e in entities if e and e.strip()]
         keyed: list[Experience] = []
-        if names:
+        if names and k > 0:
             for entry in await self.experience.entries(user_id, limit=500):
-                said = " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
-                if entry.user_id == user_id and any(n in said for n in names):
+                if entry.user_id == user_id and any(n in _said(entry) for n in names):
                     keyed.append(entry)
             keyed.sort(key=lambda e: e.at, reverse=True)
         seen = {e.entry_id for e in keyed}
-        similar = [e for e in await self.experience.similar_outcomes(user_id, query, k)
-                   if e.entry_id not in seen]
+        similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k)
+                    if e.entry_id not in seen] if k > 0 and query.strip() else [])
+        if domain is not None:  # the log does not record domains: the session's own only
+            keyed = [e for e in keyed if session_id is not None and e.session_id == session_id]
+            similar = [e for e in similar
+                       if session_id is not None and e.session_id == session_id]
+        order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
-                             experience=(keyed + similar)[:k])
+                             experience=(keyed + similar)[:k],
+                             keyed_by=tuple(n for n in dict.fromkeys(names)
+                                            if any(n in _said(e) for e in keyed)),
+                             order=tuple(order))
 
     def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:
         """This memory seen from inside ``domain`` (seed 003 §5): what a session of that
@@ -344,6 +370,11 @@ class TieredMemory:
             await tier.close()
 
 
+def _said(entry: Experience) -> str:
+    """What an experience entry says (its request and arguments), casefolded."""
+    return " ".join([entry.request, *map(str, entry.arguments.values())]).casefold()
+
+
 def _mentions(item: MemoryItem, needle: str) -> bool:
     if item.status == "deleted" and item.value is None and not item.text:
         return False  # erased already
@@ -362,11 +393,17 @@ def _sealed_entry(entry: Experience) -> Experience:
 
 @dataclass(frozen=True, slots=True)
 class LayeredRecall:
-    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked."""
+    """What :meth:`TieredMemory.walk` found, layer by layer, in the order walked.
+
+    ``keyed_by``: the entity values that matched experience entries (the keyed part of
+    ``experience`` comes first); ``order``: the layers in the order they were read.
+    """
 
     working: list[dict[str, Any]]
     semantic: list[MemoryItem]
     experience: list[Experience]
+    keyed_by: tuple[str, ...] = ()
+    order: tuple[str, ...] = ("working", "semantic", "experience")
 
 
 class DomainMemory:
@@ -387,17 +424,41 @@ class DomainMemory:
         self.memory, self.domain, self.shared = memory, domain, shared
 
     async def recall(self, user_id: str, query: str, k: int | None = None, *,
-                     now: datetime | None = None,
+                     now: datetime | None = None, domain: str | None = None,
                      keys: Sequence[str] = ()) -> list[MemoryItem]:
-        """:meth:`TieredMemory.recall` inside the domain."""
+        """:meth:`TieredMemory.recall` inside the domain (``domain``, when the engine
+        passes a session's, must be this one).
+
+        Raises:
+            UsageError: ``domain`` is another domain.
+        """
+        self._same(domain)
         return await self.memory.recall(user_id, query, k, now=now, domain=self.domain,
                                         shared=self.shared, keys=keys)
 
+    async def walk(self, user_id: str, query: str, *, domain: str | None = None,
+                   **kwargs: Any) -> LayeredRecall:
+        """:meth:`TieredMemory.walk` inside the domain."""
+        self._same(domain)
+        return await self.memory.walk(user_id, query, domain=self.domain,
+                                      shared=self.shared, **kwargs)
+
     async def apply(self, user_id: str, turn_id: str, updates: Sequence[MemoryUpdate],
                     now: datetime, **context: Any) -> list[WriteOutcome]:
-        """:meth:`TieredMemory.apply`, written in the domain."""
+        """:meth:`TieredMemory.apply`, written in the domain.
+
+        Raises:
+            UsageError: the context's ``domain`` is another domain.
+        """
+        self._same(context.get("domain"))
         return await self.memory.apply(user_id, turn_id, updates, now,
                                        **{**context, "domain": self.domain})
+
+    def _same(self, domain: str | None) -> None:
+        if domain is not None and domain != self.domain:
+            raise UsageError(f"this memory is bound to domain {self.domain!r}; a session of "
+                             f"domain {domain!r} cannot use it (give the orchestrator the "
+                             "whole memory: sessions declare their domain)")
 
     async def items(self, user_id: str) -> list[MemoryItem]:
         """The user's items of the domain (and of none, when shared), any status."""

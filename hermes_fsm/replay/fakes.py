@@ -19,7 +19,7 @@ from hermes_fsm.contracts.tools import default_tool_contract_dir, load_tool_cont
 from hermes_fsm.demo.tools import build_demo_registry
 from hermes_fsm.errors import BrainError, HermesError, MemoryStoreError, RetryableError
 from hermes_fsm.events.model import ToolCallFinished, ToolCallStarted
-from hermes_fsm.memory import MemoryItem, WriteOutcome
+from hermes_fsm.memory import Experience, LayeredRecall, MemoryItem, WriteOutcome
 from hermes_fsm.replay.compare import event_fields
 from hermes_fsm.tools.executor import Emit, truncate_for_model
 from hermes_fsm.tools.registry import Tool, ToolRegistry
@@ -282,6 +282,22 @@ class ReplayMemory:
                 updated_at=created, evidence="", turn_id="", item_id=item.get("item_id", ""),
                 score=item.get("score")))
         return items
+
+    async def walk(self, user_id: str, query: str, **options: Any) -> Any:
+        """The recorded layered recall: the recorded items, and per layer as many
+        placeholders as it found (the experience layer's with the recorded entry ids), in
+        the recorded order (none for a recording made by a memory without layers)."""
+        items = await self.recall(user_id, query)
+        layers = {str(layer.get("layer")): layer for layer in
+                  (self._recall or {}).get("layers", ())}
+        experience = layers.get("experience", {})
+        return LayeredRecall(
+            working=[{} for _ in range(int(layers.get("working", {}).get("found", 0)))],
+            semantic=items,
+            experience=[Experience(entry_id=str(entry), kind="replayed", user_id=user_id,
+                                   session_id="", turn_id="", at=datetime.min)
+                        for entry in experience.get("entries", ())],
+            keyed_by=tuple(experience.get("keyed_by", ())), order=tuple(layers))
 
     async def apply(self, user_id: str, turn_id: str, updates: Sequence[Any], now: Any,
                     **context: Any) -> list[Any]:

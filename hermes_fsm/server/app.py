@@ -2,7 +2,7 @@
 
 ::
 
-    POST /v1/sessions/{session_id}/turns        {"text": ..., "user_id"?: ...}
+    POST /v1/sessions/{session_id}/turns        {"text": ..., "user_id"?: ..., "domain"?: ...}
          → the turn's result (JSON), or with ``Accept: text/event-stream`` its events as
            server-sent events as they happen, ending with a ``result`` event
     GET  /v1/sessions/{session_id}/events?after=SEQ   (JSON, or SSE following a running turn)
@@ -274,13 +274,15 @@ class _Api:
                 self.idempotency = TurnIdempotency(self.orchestrator.store)
             return await self.idempotency.answer(
                 key, user_id, session_id, body.model_dump_json().encode(),
-                lambda: self._json_turn(session_id, body.text, user_id))
+                lambda: self._json_turn(session_id, body.text, user_id, body.domain))
         if stream:
-            return await self._stream_turn(self.hub.start(session_id, body.text, user_id))
-        return await self._json_turn(session_id, body.text, user_id)
+            return await self._stream_turn(self.hub.start(session_id, body.text, user_id,
+                                                          body.domain))
+        return await self._json_turn(session_id, body.text, user_id, body.domain)
 
-    async def _json_turn(self, session_id: str, text: str, user_id: str) -> Response:
-        running = self.hub.start(session_id, text, user_id)
+    async def _json_turn(self, session_id: str, text: str, user_id: str,
+                         domain: str | None = None) -> Response:
+        running = self.hub.start(session_id, text, user_id, domain)
         assert running.task is not None
         try:  # shielded: a client that goes away does not cancel the turn
             result = await asyncio.shield(running.task)

@@ -45,7 +45,7 @@ class TurnRunner(Protocol):
     """What the hub runs turns on (an orchestrator is one)."""
 
     async def run_turn(self, session_id: str | None, text: str,
-                       user_id: str = ...) -> TurnResult: ...
+                       user_id: str = ..., *, domain: str | None = ...) -> TurnResult: ...
 
 
 def read_events(orchestrator: EventLogs, session_id: str, after: int) -> list[Event] | None:
@@ -222,24 +222,27 @@ class TurnHub:
             self.running[running.session_id] = running
         running.publish_data(kind, data)
 
-    def start(self, session_id: str, text: str, user_id: str) -> RunningTurn:
-        """Start a turn in its own task (it outlives the request that asked for it)."""
+    def start(self, session_id: str, text: str, user_id: str,
+              domain: str | None = None) -> RunningTurn:
+        """Start a turn in its own task (it outlives the request that asked for it);
+        ``domain``: the memory domain a new session declares."""
         running = RunningTurn(session_id, self)
         context = contextvars.copy_context()
         context.run(_CURRENT.set, running)
-        task = asyncio.get_running_loop().create_task(self._run(running, text, user_id),
-                                                      context=context)
+        task = asyncio.get_running_loop().create_task(
+            self._run(running, text, user_id, domain), context=context)
         running.task = task
         self._tasks.add(task)
         task.add_done_callback(self._done)
         return running
 
-    async def _run(self, running: RunningTurn, text: str, user_id: str) -> TurnResult:
+    async def _run(self, running: RunningTurn, text: str, user_id: str,
+                   domain: str | None = None) -> TurnResult:
         """The turn, then its end published in the same step as its last event (so a
         stream sends the last burst and the result together)."""
         try:
-            result: TurnResult = await self.orchestrator.run_turn(running.session_id, text,
-                                                                  user_id=user_id)
+            result: TurnResult = await self.orchestrator.run_turn(
+                running.session_id, text, user_id=user_id, domain=domain)
         except asyncio.CancelledError:
             running.error = asyncio.CancelledError()
             raise

@@ -28,15 +28,28 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
 """What a session id in a URL may look like."""
 
 
+_SAID = r"^[^\u0000]*[^\s\u0000][^\u0000]*$"
+"""Not blank, no U+0000: what the turn's text and a domain must be (documented in the
+schema; the validators below word the refusals)."""
+_NO_NUL = r"^[^\u0000]*$"
+"""No U+0000: what a user id must be."""
+
+
 class TurnRequest(BaseModel):
     """The body of ``POST /v1/sessions/{session_id}/turns``."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    text: str = Field(min_length=1, max_length=32_000, description="the user's message")
+    text: str = Field(min_length=1, max_length=32_000, description="the user's message",
+                      json_schema_extra={"pattern": _SAID})
     user_id: str | None = Field(
-        default=None, min_length=1, max_length=200,
+        default=None, min_length=1, max_length=200, json_schema_extra={"pattern": _NO_NUL},
         description="who is asking; with bearer tokens it must be the token's user (or omitted)")
+    domain: str | None = Field(
+        default=None, min_length=1, max_length=200, json_schema_extra={"pattern": _SAID},
+        description=(
+            "the memory domain a new session declares (e.g. credit_card): recall and "
+            "commits of its turns stay inside it; for an existing session, its own or omitted"))
 
     @field_validator("text")
     @classmethod
@@ -45,7 +58,7 @@ class TurnRequest(BaseModel):
             raise ValueError("text is blank; send the user's message")
         return text
 
-    @field_validator("text", "user_id")
+    @field_validator("text", "user_id", "domain")
     @classmethod
     def _no_nul(cls, value: str | None) -> str | None:
         if value is not None and (at := nul_position(value)) is not None:

@@ -124,7 +124,7 @@ async def test_a_domain_view_writes_in_its_domain_and_recalls_only_it(tmp_path) 
                     key="preference.contact_channel", update_type="create",
                     value=f"{domain}-{user}", evidence_source="user_message")],
                     NOW + timedelta(minutes=d), text=f"contact me about {domain} by email",
-                    domain="ignored-the-view-decides")
+                    domain=domain)
             await commit(memory, user, f"t-{u}-none", "profile.city", "Berlin",
                          "I live in Berlin", None)
         for user in users:
