@@ -14,6 +14,7 @@ Each is a real run of the engine; two are made to fail replay on purpose:
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,12 @@ async def _record(name: str, orchestrator: Orchestrator, session: str, user: str
     async with orchestrator:
         for text in texts:
             await orchestrator.run_turn(session, text, user_id=user)
-    (HERE / f"{name}.jsonl").write_text(recording_text(orchestrator, session), encoding="utf-8")
+    text = recording_text(orchestrator, session)
+    # the header names the graph file; a checkout's absolute path would differ on every
+    # machine, so it is written relative to this folder (view and replay try it from here)
+    root = str(HERE.parents[1])
+    text = text.replace(f'"path":"{root}/', f'"path":"{os.path.relpath(root, HERE)}/', 1)
+    (HERE / f"{name}.jsonl").write_text(text, encoding="utf-8")
 
 
 def _graph_doc() -> dict[str, Any]:
