@@ -73,6 +73,8 @@ def test_the_answer_schema_names_the_facts_and_forces_a_figure():
     assert not pattern.match("A1001 has 3420 units.")
     assert not pattern.match("A1342 is in stock.")
     assert not pattern.match('342 "quoted"')  # no quote or escape: GBNF-safe, JSON-safe
+    assert pattern.match("x" * 150 + " 342 " + "y" * 150)
+    assert not pattern.match("x" * 200 + " 342")  # bounded: the string closes before the cap
     assert Response.json_schema()["properties"]["evidence"].get("minItems") is None  # a copy
 
 

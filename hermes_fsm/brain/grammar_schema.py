@@ -55,11 +55,13 @@ def without_patterns(schema: Any) -> Any:
 
 
 def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
-                    max_figures: int = 12) -> Any:
+                    max_figures: int = 12, side: int = 160) -> Any:
     """``schema`` narrowed to ``facts`` (each ``(fact id, its figures)``) when it is an
     answer's (a string ``text`` and a string-list ``evidence``); others come back as they
     are. Figures beyond ``max_figures`` distinct ones are not forced (the contract still
-    asks for one)."""
+    asks for one). The forced text has at most ``side`` characters before and after the
+    figure: a small model that rambles must close the string before its token cap (SmolLM2
+    ran into the cap mid-string, and the cut JSON was a violation)."""
     if not answers_with_evidence(schema):
         return schema
     props = schema["properties"]
@@ -77,7 +79,7 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
         figures = "|".join(n.replace(".", "[.]") for n in wanted)
         out["properties"]["text"] = {
             **{k: v for k, v in props["text"].items() if k not in ("minLength", "maxLength")},
-            "pattern": f"^({_TEXT}*{_EDGE})?({figures})({_EDGE}{_TEXT}*)?$"}
+            "pattern": f"^({_TEXT}{{0,{side}}}{_EDGE})?({figures})({_EDGE}{_TEXT}{{0,{side}}})?$"}
     return out
 
 
