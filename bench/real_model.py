@@ -11,9 +11,11 @@ turns in one of three setups:
   model (``state_brains`` in the configuration, no graph file copied);
 - ``hybrid-response``: only RESPONSE on the model.
 
-Each turn is scored correct when the answer contains one of its expected strings (the
-stock numbers, the reminder's words; small talk: any readable answer). No answer may be
-empty or the Response schema's own description in any setup: such answers are counted.
+Each turn is scored by ``tests/real_model_turns.py``: its expected facts come from the demo
+data (a warehouse's units and no other warehouse's figure; the reminder's words), matched
+as whole numbers and words (an expected ``0`` is not in ``980``); small talk: any readable
+answer. No answer may be empty or the Response schema's own description in any setup:
+such answers are counted. ``--setup rules`` (no model) checks the scorer itself.
 
     .venv/bin/pip install -e '.[llm]'
     .venv/bin/python bench/real_model.py --setup hybrid [--model gemma3] [--fallback] [--turns 40]
@@ -30,9 +32,11 @@ from pathlib import Path as _Path
 # the standard library's `http` (which httpx imports): drop it.
 _HERE = _Path(__file__).resolve().parent
 _sys.path[:] = [p for p in _sys.path if _Path(p or ".").resolve() != _HERE]
+_sys.path.insert(0, str(_HERE.parent))  # the repository root: tests/ is importable
 
 import argparse
 import asyncio
+import json
 import socket
 import subprocess
 import sys
@@ -47,54 +51,15 @@ import httpx
 from hermes_fsm.config import build_orchestrator
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.contracts.states import Response
-
-TURNS: list[tuple[str, tuple[str, ...]]] = [
-    ("How many A1001 are left in the east warehouse?", ("342",)),
-    ("SKU A1001 在华东仓还有多少库存?", ("342",)),
-    ("How many A1002 are in the south warehouse?", ("203",)),
-    ("A1002 在华南仓有多少?", ("203",)),
-    ("How many B2001 are left in the north warehouse?", ("980",)),
-    ("B2001 在华北仓还有多少件?", ("980",)),
-    ("Do we still have B2002 in the east warehouse?", ("0", "out of stock", "no ")),
-    ("B2002 在华东仓有货吗?", ("0", "没有")),
-    ("How many C3001 are left in the west warehouse?", ("66",)),
-    ("C3001 在西南仓还有多少?", ("66",)),
-    ("How many A1001 are left in the east?", ("342",)),
-    ("What is the stock of A1001?", ("342", "519")),
-    ("A1001 一共有多少库存?", ("342", "519")),
-    ("How many C3001 are in the north warehouse?", ("0", "out of stock")),
-    ("C3001 在华北仓有多少?", ("0", "没有")),
-    ("Remind me tomorrow at 9 to call Bob.", ("bob",)),
-    ("提醒我明天上午十点给李雷打电话", ("李雷",)),
-    ("Remind me to order more B2002 on Friday.", ("b2002", "order")),
-    ("What are my reminders?", ("bob", "reminder")),
-    ("我有哪些提醒?", ("李雷", "提醒")),
-    ("I prefer short answers.", ("short",)),
-    ("我喜欢用邮件联系", ("邮件", "email")),
-    ("Please contact me by email.", ("email",)),
-    ("Call me Ali.", ("ali",)),
-    ("请用中文回答我", ("中文",)),
-    ("hello!", ()),
-    ("你好", ()),
-    ("Thanks, that is all.", ()),
-    ("谢谢你的帮助", ()),
-    ("What can you do?", ()),
-    ("How many A1002 are left in the east warehouse?", ("18",)),
-    ("A1002 在华东仓还有多少库存?", ("18",)),
-    ("How many B2001 are in the west warehouse?", ("430",)),
-    ("B2001 在西南仓有多少?", ("430",)),
-    ("How many B2002 are in the south warehouse?", ("31",)),
-    ("B2002 在华南仓有多少?", ("31",)),
-    ("How many A1001 are left in the west warehouse?", ("57",)),
-    ("A1001 在西南仓还有多少?", ("57",)),
-    ("Is there any C3001 in the south warehouse?", ("45",)),
-    ("C3001 在华南仓有多少?", ("45",)),
-]
+from tests.real_model_turns import TURNS, Expect, correct
 
 SETUPS = {
     "model": {},
     "hybrid": {"INTENT": "rules", "PLANNING": "rules"},
     "hybrid-response": {"INTENT": "rules", "PLANNING": "rules", "MEMORY_COMMIT": "rules"},
+    # no model: the scorer's check (the rules brain's answers are right by construction)
+    "rules": {"INTENT": "rules", "PLANNING": "rules", "RESPONSE": "rules",
+              "MEMORY_COMMIT": "rules"},
 }
 
 
@@ -145,7 +110,8 @@ def _serve(model: Path, threads: int, log: Path) -> tuple[subprocess.Popen[bytes
 
 
 def _config(url: str, setup: str, data: Path, fallback: bool, stream: bool = True,
-            timeout_s: float = 90, budget_s: float = 240) -> Path:
+            timeout_s: float = 90, budget_s: float = 240, system_role: bool = True,
+            response_tokens: int = 160) -> Path:
     brains = SETUPS[setup]
     path = data / "bench.yaml"
     state_brains = "{" + ", ".join(f"{k}: {v}" for k, v in brains.items()) + "}"
@@ -154,6 +120,8 @@ def _config(url: str, setup: str, data: Path, fallback: bool, stream: bool = Tru
         f"brain: {{kind: openai, base_url: '{url}', model: bench, temperature: 0,\n"
         "        structured_output: json_object_schema,\n"
         f"        stream_every_state: {str(stream).lower()},\n"
+        f"        system_role: {str(system_role).lower()},\n"
+        f"        contract_max_tokens: {{response: {response_tokens}}},\n"
         f"        max_retries: 0, timeout_s: {timeout_s + 30:g}}}\n"
         f"state_brains: {state_brains}\nfallback_brains: {fallbacks}\n"
         f"budgets: {{budget_s: {budget_s:g}, timeout_s: {timeout_s:g}}}\n"
@@ -161,9 +129,8 @@ def _config(url: str, setup: str, data: Path, fallback: bool, stream: bool = Tru
     return path
 
 
-def _correct(answer: str, expect: tuple[str, ...]) -> bool:
-    text = answer.lower()
-    return bool(text.strip()) and (not expect or any(e.lower() in text for e in expect))
+def _correct(answer: str, expect: Expect) -> bool:
+    return correct(answer, expect)
 
 
 def _schema_text(answer: str) -> bool:
@@ -174,11 +141,18 @@ def _schema_text(answer: str) -> bool:
     return False
 
 
-async def _run(config_path: Path, turns: int) -> list[Any]:
+async def _run(config_path: Path, turns: int, violations: Path | None = None,
+               minutes: float | None = None) -> list[Any]:
     orchestrator = build_orchestrator(load_config(config_path, environ={}), sinks=())
     results = []
+    deadline = time.monotonic() + minutes * 60 if minutes else None
+    dump = violations.open("w", encoding="utf-8") if violations is not None else None
     async with orchestrator:
-        for i, (text, expect) in enumerate(TURNS[:turns]):
+        for i, turn in enumerate(TURNS[:turns]):
+            if deadline is not None and time.monotonic() > deadline:
+                print(f"  --minutes {minutes:g} ran out: {i} of {turns} turns run", flush=True)
+                break
+            text, expect = turn.text, turn.expect
             started = time.perf_counter()
             result = await orchestrator.run_turn(f"bench-{i // 5}", text, user_id="bench")
             results.append((text, expect, result, time.perf_counter() - started))
@@ -189,6 +163,16 @@ async def _run(config_path: Path, turns: int) -> list[Any]:
             if failed is not None:  # why a state failed, once per turn
                 print(f"       {failed.state}: {failed.error_type}: {failed.message[:160]}",
                       flush=True)
+            for e in result.events if dump is not None else ():
+                if e.kind == "contract_violation":  # the model's raw output, and why refused
+                    assert dump is not None
+                    dump.write(json.dumps({"turn": i + 1, "state": e.state,
+                                           "attempt": e.attempt, "raw": e.raw,
+                                           "errors": e.errors}, ensure_ascii=False,
+                                          default=str) + "\n")
+                    dump.flush()
+    if dump is not None:
+        dump.close()
     return results
 
 
@@ -244,15 +228,32 @@ def main() -> None:
                         help="stream only answer text (stream_every_state: false)")
     parser.add_argument("--state-timeout", type=float, default=90, help="budgets.timeout_s")
     parser.add_argument("--budget", type=float, default=240, help="budgets.budget_s")
+    parser.add_argument("--response-tokens", type=int, default=160,
+                        help="contract_max_tokens of RESPONSE (a one-sentence answer fits)")
+    parser.add_argument("--minutes", type=float, metavar="M",
+                        help="start no turn after M minutes (report the turns run)")
+    parser.add_argument("--violations", type=Path, metavar="FILE",
+                        help="write each contract violation (state, raw output, errors) to "
+                             "FILE as JSON lines")
     args = parser.parse_args()
+    if args.setup == "rules":  # no model, no server
+        model = Path("rules")
+        with tempfile.TemporaryDirectory() as tmp:
+            config = _config("http://127.0.0.1:9/v1", args.setup, Path(tmp), False)
+            results = asyncio.run(_run(config, args.turns, args.violations))
+        _report(results, args.setup, model)
+        return
     model = MODELS[args.model]() if args.model in MODELS else Path(args.model)
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp)
         process, url = _serve(model, args.threads, data / "server.log")
         try:
+            # Gemma's chat format has no system role: llama-cpp-python drops a system message
             config = _config(url, args.setup, data, args.fallback, not args.no_stream,
-                             args.state_timeout, args.budget)
-            results = asyncio.run(_run(config, args.turns))
+                             args.state_timeout, args.budget,
+                             system_role="gemma" not in model.name.lower(),
+                             response_tokens=args.response_tokens)
+            results = asyncio.run(_run(config, args.turns, args.violations, args.minutes))
             if process.poll() is not None:
                 print(f"llama_cpp.server died during the run (exit {process.returncode}); "
                       "the turns after that are failures of the server, not of the model",

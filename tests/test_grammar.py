@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from hermes_fsm.brain.grammar_schema import without_patterns
+from hermes_fsm.brain.grammar_schema import gbnf_pattern, grammar_patterns, without_patterns
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.contracts.base import JSON_TYPES, explicit_any
@@ -143,3 +143,31 @@ def test_dropping_patterns_keeps_a_property_named_pattern():
     schema = {"properties": {"pattern": {"type": "string", "pattern": "^a\\S$"}}}
     assert without_patterns(schema) == {"properties": {"pattern": {"type": "string"}}}
     assert schema["properties"]["pattern"]["pattern"] == "^a\\S$"  # not changed in place
+
+
+@pytest.mark.parametrize("contract", CONTRACTS, ids=[c.ref() for c in CONTRACTS])
+def test_patterns_rewritten_for_the_grammar_have_only_escapes_llama_cpp_parses(contract):
+    sent = grammar_patterns(offered_tools_schema(contract.json_schema(), []))
+    leftover = _GBNF_ESCAPE.sub("", _gbnf_text(sent))
+    assert "\\" not in leftover, leftover[max(0, leftover.index("\\") - 60):][:120]
+    llama_grammar = pytest.importorskip("llama_cpp.llama_grammar")
+    assert llama_grammar.LlamaGrammar.from_json_schema(json.dumps(sent), verbose=False)
+
+
+def test_the_memory_evidence_source_is_constrained_by_the_grammar_not_dropped():
+    update = grammar_patterns(MemoryCommit.json_schema())["$defs"]["MemoryUpdate"]
+    pattern = update["properties"]["evidence_source"]["pattern"]
+    # the same choices as the contract's, in classes GBNF has (before: no pattern at all)
+    assert pattern.startswith("^(user_message|memory|session:[^ ")
+    rewritten = re.compile(pattern)
+    for ok in ("user_message", "memory", "fact-t1-s3-c1", "tool:get_inventory:hz_xh_001:IP15"):
+        assert rewritten.match(ok), ok
+    for bad in ("the user said so", "tool:", 'fact-"x"', "fact-a b"):
+        assert not rewritten.match(bad), bad
+
+
+@pytest.mark.parametrize("pattern", ["^(?:a)$", '^say "hi"$', "^a\\bc$", "^a\\\\b$"])
+def test_a_pattern_that_cannot_be_rewritten_is_left_to_the_contract(pattern):
+    assert gbnf_pattern(pattern) is None
+    schema = {"type": "string", "pattern": pattern}
+    assert grammar_patterns(schema) == {"type": "string"}

@@ -4,8 +4,19 @@ llama-cpp-python turns a ``pattern`` into GBNF as it is: a regex escape such as 
 ``\\w`` (the Response and MemoryUpdate contracts' evidence patterns) is not GBNF, llama.cpp's
 grammar parser refuses it ("unknown escape"), and llama-cpp-python 0.3.36's server then
 samples with no grammar and dies in ``libllama.so`` (SIGSEGV, seen on every MEMORY_COMMIT
-of ``bench/real_model.py``). Patterns are dropped from the grammar's schema: the contract
-still checks them when the output comes back, and a miss is retried like any violation.
+of ``bench/real_model.py``). :func:`grammar_patterns` rewrites each
+pattern in the classes GBNF has (``\\S`` as ``[^ \\t\\n\\r"\\\\]``, ``.`` as any character but a
+quote, a backslash or a newline, so the JSON string stays one), and drops the patterns it
+cannot rewrite (:func:`without_patterns` drops all): the contract still checks them when
+the output comes back, and a miss is retried like any violation. Before this, MEMORY_COMMIT's
+``evidence_source`` was free text to the grammar, and a small model's was refused.
+
+:func:`grounded_schema` narrows an answer's schema (a string ``text`` and an ``evidence``
+list) to the turn's facts, so constrained decoding can only produce an answer the Response
+contract accepts on its references: ``evidence`` names facts of this turn (an enum of
+their ids, at least one; none without facts), and ``text`` writes one of the cited facts'
+figures as a whole number (a ``pattern`` made of GBNF-safe classes only). A small model
+left free cites ``fact-1`` and writes "The answer is in stock".
 
 >>> without_patterns({"type": "object", "properties": {"id": {"type": "string",
 ...                   "pattern": "^fact-\\\\S+$"}}})
@@ -14,9 +25,15 @@ still checks them when the output comes back, and a miss is retried like any vio
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["without_patterns"]
+__all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
+           "turn_facts", "without_patterns"]
+
+_TEXT = '[^"\\\\\\n]'  # a character of a JSON string without escapes: GBNF-safe
+_EDGE = '[^"\\\\\\n0-9A-Za-z_.,]'  # one that may stand beside a whole number
 
 
 def without_patterns(schema: Any) -> Any:
@@ -34,4 +51,160 @@ def without_patterns(schema: Any) -> Any:
             out[key] = {name: without_patterns(sub) for name, sub in value.items()}
         else:
             out[key] = without_patterns(value)
+    return out
+
+
+def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
+                    max_figures: int = 12, side: int = 160) -> Any:
+    """``schema`` narrowed to ``facts`` (each ``(fact id, its figures)``) when it is an
+    answer's (a string ``text`` and a string-list ``evidence``); others come back as they
+    are. Figures beyond ``max_figures`` distinct ones are not forced (the contract still
+    asks for one). The forced text has at most ``side`` characters before and after the
+    figure: a small model that rambles must close the string before its token cap (SmolLM2
+    ran into the cap mid-string, and the cut JSON was a violation)."""
+    if not answers_with_evidence(schema):
+        return schema
+    props = schema["properties"]
+    out = copy.deepcopy(schema)
+    evidence = out["properties"]["evidence"]
+    if not facts:
+        evidence["maxItems"] = 0
+        return out
+    evidence["items"] = {"type": "string", "enum": [fact_id for fact_id, _ in facts]}
+    evidence["minItems"] = 1
+    wanted: list[str] = []
+    for _, numbers in facts:
+        wanted += [n for n in numbers if n not in wanted]
+    if wanted and len(wanted) <= max_figures and all(_plain(n) for n in wanted):
+        figures = "|".join(n.replace(".", "[.]") for n in wanted)
+        out["properties"]["text"] = {
+            **{k: v for k, v in props["text"].items() if k not in ("minLength", "maxLength")},
+            "pattern": f"^({_TEXT}{{0,{side}}}{_EDGE})?({figures})({_EDGE}{_TEXT}{{0,{side}}})?$"}
+    return out
+
+
+def answers_with_evidence(schema: Any) -> bool:
+    """Whether ``schema`` is an answer's: a string ``text`` and a string-list ``evidence``."""
+    props = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(props, dict):
+        return False
+    text, evidence = props.get("text"), props.get("evidence")
+    return (isinstance(text, dict) and text.get("type") == "string"
+            and isinstance(evidence, dict) and evidence.get("type") == "array"
+            and (evidence.get("items") or {}).get("type") == "string")
+
+
+def _plain(number: str) -> bool:
+    return number.replace(".", "", 1).isdigit()
+
+
+def turn_facts(outputs: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``(id, content)`` of each fact the turn's outputs established so far (an output
+    with a ``facts`` list, e.g. RESULT's report), in order."""
+    found: list[tuple[str, Any]] = []
+    for output in outputs.values():
+        for fact in getattr(output, "facts", None) or ():
+            fact_id = getattr(fact, "id", None)
+            if isinstance(fact_id, str) and all(fact_id != f for f, _ in found):
+                found.append((fact_id, getattr(fact, "content", None)))
+    return found
+
+
+_NOT_IN_STRING = '"\\\\\\n\\r'  # characters a pattern's class must not let into the raw JSON
+_OUTSIDE = {"S": f'[^ \\t{_NOT_IN_STRING}]', "s": "[ ]", "w": "[A-Za-z0-9_]", "d": "[0-9]",
+            "W": f"[^A-Za-z0-9_{_NOT_IN_STRING}]", "D": f"[^0-9{_NOT_IN_STRING}]"}
+_INSIDE = {"w": "A-Za-z0-9_", "d": "0-9", "s": " \\t"}
+
+
+def gbnf_pattern(pattern: str) -> str | None:
+    """``pattern`` in the regex subset llama.cpp's schema converter turns into GBNF without
+    an escape GBNF refuses, matching only characters a JSON string holds unescaped; ``None``
+    when it has a construct that cannot be rewritten (a group flag, a backslash, a quote,
+    ``\\b``).
+
+    >>> gbnf_pattern("^fact-\\S+$")
+    '^fact-[^ \\\\t"\\\\\\\\\\\\n\\\\r]+$'
+    >>> gbnf_pattern("^a\\.b[\\w.-]+$")
+    '^a[.]b[A-Za-z0-9_.-]+$'
+    >>> gbnf_pattern("^(?:x)$") is None
+    True
+    """
+    out: list[str] = []
+    i, n = 0, len(pattern)
+    while i < n:
+        c = pattern[i]
+        if c == "[":
+            end, body = _class(pattern, i + 1)
+            if body is None:
+                return None
+            out.append(body)
+            i = end
+        elif c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if nxt in _OUTSIDE:
+                out.append(_OUTSIDE[nxt])
+            elif nxt and not nxt.isalnum() and nxt not in '\\"':
+                out.append(f"[{nxt}]" if nxt not in "[]^-" else f"[\\{nxt}]")
+            else:
+                return None
+            i += 2
+        elif c == ".":
+            out.append(f"[^{_NOT_IN_STRING}]")
+            i += 1
+        elif c == '"' or pattern.startswith("(?", i):
+            return None
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _class(pattern: str, i: int) -> tuple[int, str | None]:
+    """The class starting after ``[`` at ``i``: (index after its ``]``, its GBNF-safe text)."""
+    negated = pattern.startswith("^", i)
+    body = ["[^" if negated else "["]
+    i += negated
+    while i < len(pattern) and pattern[i] != "]":
+        c = pattern[i]
+        if c == "\\":
+            nxt = pattern[i + 1:i + 2]
+            if nxt in _INSIDE:
+                body.append(_INSIDE[nxt])
+            elif nxt in ("]", "["):
+                body.append(f"\\{nxt}")
+            elif nxt and not nxt.isalnum() and nxt not in '\\"-':
+                body.append(nxt)
+            else:
+                return i, None
+            i += 2
+        elif c == '"':
+            return i, None
+        else:
+            body.append(c)
+            i += 1
+    if i >= len(pattern):
+        return i, None
+    if negated:
+        body.append(_NOT_IN_STRING)
+    body.append("]")
+    return i + 1, "".join(body)
+
+
+def grammar_patterns(schema: Any) -> Any:
+    """``schema`` with each string ``pattern`` rewritten by :func:`gbnf_pattern`, or removed
+    where it cannot be (a property named ``pattern`` is kept); not changed in place."""
+    if isinstance(schema, list):
+        return [grammar_patterns(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "pattern" and isinstance(value, str):
+            safe = gbnf_pattern(value)
+            if safe is not None:
+                out[key] = safe
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: grammar_patterns(sub) for name, sub in value.items()}
+        else:
+            out[key] = grammar_patterns(value)
     return out

@@ -47,10 +47,11 @@ from typing import Any, Literal
 import httpx
 
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
-from hermes_fsm.brain.grammar_schema import without_patterns
+from hermes_fsm.brain.grammar_schema import grammar_patterns, grounded_schema, turn_facts
 from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
 from hermes_fsm.brain.tool_schema import offered_tools_schema
+from hermes_fsm.contracts.grounding import figures
 from hermes_fsm.conversation.times import zone_of
 from hermes_fsm.errors import BrainError, ConfigError, RetryableError
 
@@ -88,6 +89,9 @@ class OpenAIBrain:
         stream_every_state: stream every request, not only answer text, so a state
             timeout closes the stream and a server that stops on disconnect
             (llama-cpp-python's) stops generating instead of delaying the retry.
+        system_role: ``False`` for a model whose chat template has no system role
+            (Gemma 3: llama-cpp-python's ``gemma`` format drops system messages): the
+            instructions and the schema go at the head of the first user message.
         backoff_s, max_backoff_s: first retry delay (doubled each time, jittered) and cap;
             a ``Retry-After`` header wins (capped at ``max_backoff_s``).
         client: an ``httpx.AsyncClient`` to use (default: one of its own).
@@ -100,7 +104,7 @@ class OpenAIBrain:
                                             "json_object"] = "auto",
                  temperature: float | None = None, max_tokens: int | None = None,
                  contract_max_tokens: Mapping[str, int] | None = None,
-                 stream_every_state: bool = False,
+                 stream_every_state: bool = False, system_role: bool = True,
                  backoff_s: float = 0.5, max_backoff_s: float = 20.0,
                  client: httpx.AsyncClient | None = None, sleep: Any = None,
                  timezone: str | tzinfo | None = None) -> None:
@@ -117,6 +121,7 @@ class OpenAIBrain:
         self.max_tokens = max_tokens
         self.contract_max_tokens = dict(contract_max_tokens or {})
         self.stream_every_state = stream_every_state
+        self.system_role = system_role
         self.format_refusals = 0  # requests the server refused for their format (a probe)
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
@@ -150,7 +155,8 @@ class OpenAIBrain:
                    max_retries=config.max_retries, structured_output=config.structured_output,
                    temperature=config.temperature, max_tokens=config.max_tokens,
                    contract_max_tokens=config.contract_max_tokens,
-                   stream_every_state=config.stream_every_state, timezone=timezone)
+                   stream_every_state=config.stream_every_state,
+                   system_role=config.system_role, timezone=timezone)
 
     # --- the Brain protocol ---------------------------------------------------------------
 
@@ -230,16 +236,20 @@ class OpenAIBrain:
     def _body(self, request: BrainRequest, stream: bool) -> dict[str, Any]:
         if request.now is not None:  # the turn's time, in the configured zone's offset
             request = replace(request, now=request.now.astimezone(self.zone))
-        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(request)}
+        body: dict[str, Any] = {"model": self.model, "messages": chat_messages(
+            request, system_role=self.system_role)}
         # a plan's calls narrowed to the offered tools: constrained decoding names no other
         schema = offered_tools_schema(request.schema, request.tools)
+        # an answer narrowed to the turn's facts: it cites them and writes one of their figures
+        facts = [(fact_id, figures(content)) for fact_id, content in turn_facts(request.outputs)]
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.contract_name, "schema": schema}}
+                "name": request.contract_name, "schema": grounded_schema(schema, facts)}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
-            # its grammar parser takes no regex escapes: patterns stay the contract's check
-            body["response_format"] = {"type": "json_object",
-                                       "schema": without_patterns(schema)}
+            # its grammar parser takes no regex escapes: patterns in GBNF's classes (or left
+            # to the contract's check)
+            body["response_format"] = {"type": "json_object", "schema": grounded_schema(
+                grammar_patterns(schema), facts)}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:

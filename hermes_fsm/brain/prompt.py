@@ -3,7 +3,8 @@
 The system message names the state, hands over the contract's JSON Schema and asks for
 exactly one JSON object, then the recalled memory; the user message carries the rolling
 summary and the recent history, what earlier states of the turn produced, the tools (for
-a contract that plans tool calls) and the user's words. On a retry the refusal (the
+a contract that plans tool calls), the turn's facts as lines (for an answer) and the
+user's words. On a retry the refusal (the
 request's :class:`~hermes_fsm.brain.protocol.Repair`, in words: the validation errors) is
 appended, so the model can repair its output. Each part is
 rendered by its own function, so the context builder (:mod:`hermes_fsm.engine.context`)
@@ -28,12 +29,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from hermes_fsm.brain.grammar_schema import answers_with_evidence, turn_facts
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
+from hermes_fsm.contracts.grounding import figures
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
-           "history_block", "input_block", "memory_block", "outputs_block", "plans_tools",
-           "repair_message", "resources_block", "strip_fences", "summary_block", "summary_messages",
-           "system_parts", "system_prompt", "tools_block"]
+           "facts_block", "history_block", "input_block", "memory_block", "outputs_block",
+           "plans_tools", "repair_message", "resources_block", "shown_outputs", "strip_fences",
+           "summary_block", "summary_messages", "system_parts", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -177,6 +180,51 @@ def tools_block(tools: Sequence[ToolDescription]) -> str:
             + json.dumps(described, ensure_ascii=False, separators=(",", ":")))
 
 
+def facts_block(request: BrainRequest) -> str:
+    """For an answer (a contract with ``text`` and ``evidence``): the turn's facts, one line
+    each, as a small model can copy them — the id to cite, then each value by its key
+    ("" for other requests, or without facts)."""
+    if not answers_with_evidence(request.schema):
+        return ""
+    facts = turn_facts(request.outputs)
+    if not facts:
+        return ""
+    lines = [FACTS_HEADER]
+    for fact_id, content in facts:
+        lines.append(f"- {fact_id}: {_flat(content)}")
+    wanted = [n for _, content in facts for n in figures(content)]
+    if wanted:
+        lines.append("Write the figure the user asked for (one of: "
+                     f"{', '.join(dict.fromkeys(wanted))}) in `text`, exactly as it is.")
+    return "\n".join(lines)
+
+
+FACTS_HEADER = "Facts of this turn (cite their ids in `evidence`):"
+
+
+def shown_outputs(request: BrainRequest) -> Mapping[str, Any]:
+    """The earlier outputs the prompt shows as JSON: all of them, except for an answer whose
+    facts :func:`facts_block` lists — then not the outputs those lines come from (a
+    ``facts`` report, the tool ``results``): the same facts twice cost a small model on a CPU
+    seconds of prompt, and the JSON is what it copied wrongly."""
+    if not facts_block(request):
+        return request.outputs
+    return {name: output for name, output in request.outputs.items()
+            if not (hasattr(output, "facts") or hasattr(output, "results"))}
+
+
+def _flat(content: Any, prefix: str = "") -> str:
+    """``{"tool": "t", "output": {"a": 1}}`` as ``tool t; output.a 1``."""
+    if isinstance(content, Mapping):
+        return "; ".join(_flat(v, f"{prefix}{k}.") if isinstance(v, Mapping)
+                         else f"{prefix}{k} {_value(v)}" for k, v in content.items())
+    return _value(content)
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
 def input_block(text: str) -> str:
     """The user's message of this turn."""
     return f"User message:\n{text}"
@@ -190,12 +238,15 @@ def repair_message(request: BrainRequest) -> str:
             "Reply again with one corrected JSON object only.")
 
 
-def chat_messages(request: BrainRequest, history_limit: int | None = None
-                  ) -> list[dict[str, str]]:
+def chat_messages(request: BrainRequest, history_limit: int | None = None, *,
+                  system_role: bool = True) -> list[dict[str, str]]:
     """The messages asking a chat model for ``request``'s output.
 
     ``request.history`` and ``request.summary`` are used as given (the context builder
     has fitted them to their budget); ``history_limit`` keeps only the last messages.
+    ``system_role=False`` puts the system text at the head of the first user message, for
+    a model whose chat template has no system role (Gemma: llama-cpp-python's ``gemma``
+    format drops a system message, and with it the schema and the instructions).
     """
     system = (system_prompt(request) + resources_block(request.resources)
               + memory_block(request.memory))
@@ -203,12 +254,13 @@ def chat_messages(request: BrainRequest, history_limit: int | None = None
     if history_limit is not None:
         history = history[-history_limit:] if history_limit > 0 else []
     parts = [summary_block(request.summary), history_block(history),
-             conversation_block(request), outputs_block(request.outputs)]
+             conversation_block(request), outputs_block(shown_outputs(request))]
     if plans_tools(request):
         parts.append(tools_block(request.tools))
-    parts.append(input_block(request.text))
-    messages = [{"role": "system", "content": system},
-                {"role": "user", "content": "\n\n".join(p for p in parts if p)}]
+    parts += [facts_block(request), input_block(request.text)]
+    user = "\n\n".join(p for p in parts if p)
+    messages = ([{"role": "system", "content": system}, {"role": "user", "content": user}]
+                if system_role else [{"role": "user", "content": f"{system}\n\n{user}"}])
     if request.repair is not None:
         messages.append({"role": "user", "content": repair_message(request)})
     return messages

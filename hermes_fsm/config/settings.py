@@ -87,6 +87,7 @@ class BrainConfig(_Strict):
     max_tokens: int | None = Field(default=None, ge=1)
     contract_max_tokens: dict[str, Annotated[int, Field(ge=1)]] = {}
     stream_every_state: bool = False
+    system_role: bool = True  # false: no system role in the chat template (Gemma 3)
 
     @model_validator(mode="after")
     def _openai_fields(self) -> BrainConfig:

@@ -6,7 +6,9 @@ as shapes, through pydantic's validation context (passed by the engine):
 - ``Plan`` asks ``context["tool_catalog"]`` whether each call names a known, permitted
   tool with valid arguments;
 - ``Response`` requires each evidence reference to name a fact of this turn
-  (``context["fact_ids"]``).
+  (``context["fact_ids"]``), and an answer citing a fact with figures to state one of
+  them (``context["fact_figures"]``: fact id -> its numbers, see
+  :mod:`hermes_fsm.contracts.grounding`).
 
 Their JSON Schemas are exported to ``contracts/states/`` (``hermes-fsm contracts export``).
 """
@@ -21,6 +23,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from hermes_fsm.contracts.base import Contract
+from hermes_fsm.contracts.grounding import states_figure
 
 __all__ = [
     "STATE_CONTRACTS",
@@ -302,6 +305,18 @@ class Response(Contract):
         if unknown:
             known = ", ".join(sorted(fact_ids)) or "none"
             raise ValueError(f"evidence {unknown} names no fact of this turn (facts: {known})")
+        # an answer citing a fact with numbers states one of them (a small model that cites
+        # the stock fact and writes "in stock" has not answered "how many")
+        fact_figures = (info.context or {}).get("fact_figures") or {}
+        text = info.data.get("text")
+        if not isinstance(text, str):
+            return value  # the text itself was refused
+        for ref in value:
+            wanted = fact_figures.get(ref)
+            if wanted and not states_figure(text, wanted):
+                raise ValueError(f"the answer cites {ref} but states none of its figures "
+                                 f"({', '.join(wanted[:8])}); write the figure the user "
+                                 "asked for in text")
         return value
 
 

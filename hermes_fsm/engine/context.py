@@ -76,12 +76,14 @@ from hermes_fsm._internal.redact import redact
 from hermes_fsm.brain.prompt import (
     OUTPUTS_HEADER,
     conversation_block,
+    facts_block,
     history_block,
     input_block,
     memory_block,
     plans_tools,
     repair_message,
     resources_block,
+    shown_outputs,
     summary_block,
     system_parts,
     tools_block,
@@ -465,8 +467,11 @@ class ContextBuilder:
         if not request.outputs:
             return total
         total += count(OUTPUTS_HEADER)
+        facts = facts_block(request)  # an answer's facts as lines, for the JSON of their outputs
+        if facts:
+            total += count(facts)
         cache = self._outputs
-        for name, output in request.outputs.items():
+        for name, output in shown_outputs(request).items():
             hit = cache.get(id(output))
             if hit is None or hit[0] is not output or hit[1] != name:
                 if len(cache) >= 256:  # a turn shows a few: keep few alive (GC)

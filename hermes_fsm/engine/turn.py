@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
+from hermes_fsm.contracts.grounding import figures
 from hermes_fsm.conversation.graph import Conversation, ConversationPolicy
 from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
@@ -311,8 +312,9 @@ class TurnContext:
 
         ``tool_catalog``: the tools (the Plan contract checks calls against it);
         ``fact_ids``: the ids of the facts established so far this turn (any output with a
-        ``facts`` list of items with an ``id`` establishes facts); ``conversation``: the
-        session's conversation graph (``None`` before it has one).
+        ``facts`` list of items with an ``id`` establishes facts); ``fact_figures``: each
+        fact's numbers (the Response contract: an answer citing it states one);
+        ``conversation``: the session's conversation graph (``None`` before it has one).
         """
         return self._context
 
@@ -339,6 +341,9 @@ class TurnContext:
             self._answer = output.text
         if "facts" in fields:
             self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
+            self._context["fact_figures"] = {  # an answer citing one states a figure of it
+                getattr(f, "id", None): figures(getattr(f, "content", None))
+                for f in output.facts}
 
     def answer(self) -> str | None:
         """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""

@@ -1,0 +1,140 @@
+"""A model's answer grounded in the turn's facts (issue 18: Gemma 3 270M broke RESPONSE's
+contract on every call, SmolLM2 cited no fact and wrote no figure).
+
+- Gemma's chat format (llama-cpp-python's ``gemma``) drops the system message, so the model
+  never saw the schema or the instructions: ``system_role: false`` puts them in the first
+  user message.
+- The answer's schema sent for constrained decoding names the turn's facts (an enum of
+  their ids) and makes ``text`` write one of their figures; the prompt lists the facts as
+  lines a small model copies.
+- The Response contract refuses an answer that cites a fact with figures and states none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from pydantic import ValidationError
+
+from hermes_fsm.brain.grammar_schema import grounded_schema, turn_facts, without_patterns
+from hermes_fsm.brain.openai import OpenAIBrain
+from hermes_fsm.brain.prompt import chat_messages, facts_block
+from hermes_fsm.brain.protocol import BrainRequest
+from hermes_fsm.config.settings import BrainConfig
+from hermes_fsm.contracts.grounding import figures, states_figure
+from hermes_fsm.contracts.states import Response, ResultReport
+
+FACT_ID = "fact-t1-s3-c1"
+REPORT = ResultReport.model_validate({"facts": [{
+    "id": FACT_ID, "source": "t1-s3-c1", "content": {"tool": "inventory_lookup", "output": {
+        "sku": "A1001", "name": "Wireless mouse", "warehouse": "east", "quantity": 342}}}],
+    "violations": [], "needs_more_tools": False})
+
+
+def _request(**kw) -> BrainRequest:
+    base = dict(state="RESPONSE", contract_name="response", schema=Response.json_schema(),
+                text="How many A1001 are left in the east warehouse?", user_id="u",
+                outputs={"result_report": REPORT})
+    base.update(kw)
+    return BrainRequest(**base)  # type: ignore[arg-type]
+
+
+def test_without_a_system_role_the_instructions_head_the_first_user_message():
+    request = _request()
+    with_role = chat_messages(request)
+    merged = chat_messages(request, system_role=False)
+    assert [m["role"] for m in with_role] == ["system", "user"]
+    assert [m["role"] for m in merged] == ["user"]
+    assert merged[0]["content"] == with_role[0]["content"] + "\n\n" + with_role[1]["content"]
+    assert '"evidence"' in merged[0]["content"]  # the schema is what the model now sees
+
+
+def test_the_openai_brain_takes_system_role_from_configuration():
+    config = BrainConfig(kind="openai", base_url="http://127.0.0.1:9/v1", model="gemma",
+                         system_role=False)
+    brain = OpenAIBrain.from_config(config, environ={})
+    body = brain._body(_request(), stream=False)
+    assert [m["role"] for m in body["messages"]] == ["user"]
+    assert BrainConfig().system_role is True  # the default sends a system message
+
+
+def test_the_answer_schema_names_the_facts_and_forces_a_figure():
+    schema = grounded_schema(Response.json_schema(), [(FACT_ID, ["342"])])
+    evidence = schema["properties"]["evidence"]
+    assert evidence["items"] == {"type": "string", "enum": [FACT_ID]}
+    assert evidence["minItems"] == 1
+    pattern = re.compile(schema["properties"]["text"]["pattern"])
+    assert pattern.match("A1001 has 342 units in the east.")
+    assert pattern.match("342")
+    assert pattern.match("华东仓还有342件")
+    assert not pattern.match("A1001 is in stock.")
+    assert not pattern.match("A1001 has 3420 units.")
+    assert not pattern.match("A1342 is in stock.")
+    assert not pattern.match('342 "quoted"')  # no quote or escape: GBNF-safe, JSON-safe
+    assert pattern.match("x" * 150 + " 342 " + "y" * 150)
+    assert not pattern.match("x" * 200 + " 342")  # bounded: the string closes before the cap
+    assert Response.json_schema()["properties"]["evidence"].get("minItems") is None  # a copy
+
+
+def test_without_facts_the_answer_cites_nothing_and_other_schemas_are_unchanged():
+    schema = grounded_schema(Response.json_schema(), [])
+    assert schema["properties"]["evidence"]["maxItems"] == 0
+    assert "pattern" not in schema["properties"]["text"]
+    other = {"type": "object", "properties": {"intent_type": {"type": "string"}}}
+    assert grounded_schema(other, [(FACT_ID, ["1"])]) is other
+
+
+def test_the_brain_sends_the_grounded_schema_and_the_facts_block():
+    brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", structured_output="json_object_schema")
+    body = brain._body(_request(), stream=False)
+    sent = body["response_format"]["schema"]
+    assert sent["properties"]["evidence"]["items"]["enum"] == [FACT_ID]
+    assert "342" in sent["properties"]["text"]["pattern"]
+    user = body["messages"][-1]["content"]
+    assert f"- {FACT_ID}: tool inventory_lookup; output.sku A1001;" in user
+    assert "output.quantity 342" in user
+    assert "(one of: 342)" in user
+
+
+def test_the_facts_block_is_only_for_an_answer_with_facts():
+    assert facts_block(_request(outputs={})) == ""
+    plan_like = _request(contract_name="plan", schema={"type": "object", "properties": {}})
+    assert facts_block(plan_like) == ""
+    assert turn_facts({"result_report": REPORT})[0][0] == FACT_ID
+
+
+def test_the_grounded_schema_compiles_to_a_llama_cpp_grammar():
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    schema = without_patterns(Response.json_schema())
+    schema = grounded_schema(schema, [(FACT_ID, ["342", "0", "1.5"]), ("fact-2", ["57"])])
+    gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(schema))
+    text_rule = next(line for line in gbnf.splitlines() if line.startswith("text ::="))
+    assert text_rule.count("|") == 3 and FACT_ID in gbnf  # four figures, the ids as an enum
+    assert llama_grammar.LlamaGrammar.from_string(gbnf, verbose=False) is not None
+
+
+def test_figures_are_the_numbers_among_a_facts_values():
+    assert figures({"sku": "A1001", "name": "USB-C cable 1m", "quantity": 0}) == ["0"]
+    assert figures({"stock": {"east": 342, "west": 57}, "total": 399, "ok": True}) == [
+        "342", "57", "399"]
+    assert states_figure("B2002: 0 units", ["0"])
+    assert not states_figure("B2001: 980 units", ["0"])
+
+
+def test_the_contract_refuses_an_answer_citing_a_fact_without_its_figure():
+    context = {"fact_ids": {FACT_ID}, "fact_figures": {FACT_ID: ["342"]}}
+    ok = {"text": "A1001: 342 units in the East China warehouse.", "evidence": [FACT_ID]}
+    assert Response.model_validate(ok, context=context).text.startswith("A1001")
+    with pytest.raises(ValidationError, match="states none of its figures"):
+        Response.model_validate({"text": "A1001 is in stock.", "evidence": [FACT_ID]},
+                                context=context)
+    with pytest.raises(ValidationError, match="states none of its figures"):
+        Response.model_validate({"text": "There are 3420.", "evidence": [FACT_ID]},
+                                context=context)
+    # an answer citing nothing, or a fact without figures, is not asked for one
+    assert Response.model_validate({"text": "Hello!", "evidence": []}, context=context)
+    no_figures = {"fact_ids": {"f"}, "fact_figures": {"f": []}}
+    assert Response.model_validate({"text": "Done.", "evidence": ["f"]}, context=no_figures)
