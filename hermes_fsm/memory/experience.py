@@ -24,8 +24,18 @@ import numpy as np
 
 from hermes_fsm.memory.embedders import Embedder
 
-__all__ = ["NOT_CALLED", "Experience", "ExperienceLog", "ToolHealth", "ToolOutcomes",
-           "VersionHealth", "VersionOutcomes", "rank_similar"]
+__all__ = [
+    "NOT_CALLED",
+    "Experience",
+    "ExperienceLog",
+    "MentionedOutcomes",
+    "ToolHealth",
+    "ToolOutcomes",
+    "VersionHealth",
+    "VersionOutcomes",
+    "like_pattern",
+    "rank_similar",
+]
 
 ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit", "canary_rollback"]
 
@@ -112,6 +122,25 @@ class ToolOutcomes(Protocol):
 
     async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
         """Past tool outcomes of ``user_id`` whose requests resemble ``text``, best first."""
+        ...
+
+
+def like_pattern(text: str) -> str:
+    """A ``LIKE`` pattern matching ``text`` anywhere (``%`` and ``_`` in it escaped by
+    a backslash: use ``ESCAPE '\\'``)."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+@runtime_checkable
+class MentionedOutcomes(Protocol):
+    """What the layered recall reads from experience when the log can search it (both
+    backends can): entries naming the conversation's entities."""
+
+    async def mentioning(self, user_id: str, names: Sequence[str],
+                         limit: int = 50) -> list[Experience]:
+        """The latest entries of ``user_id`` whose request or arguments contain one of
+        ``names``, newest first (a superset: the caller checks each entry itself)."""
         ...
 
 

@@ -28,6 +28,7 @@ from hermes_fsm.memory.experience import (
     Experience,
     ToolHealth,
     VersionHealth,
+    like_pattern,
     top_requests,
 )
 
@@ -198,6 +199,20 @@ class PostgresExperienceLog:
         rows = await self._fetch(
             f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s "
             "ORDER BY at DESC, entry_id LIMIT %s", (user_id, limit))
+        return [_entry(r) for r in rows]
+
+    async def mentioning(self, user_id: str, names: Sequence[str],
+                         limit: int = 50) -> list[Experience]:
+        """The latest entries of ``user_id`` whose request or arguments contain one of
+        ``names`` (``ILIKE``), newest first: found by PostgreSQL, not by reading every
+        entry (the turn's recall asks this each turn)."""
+        if not names:
+            return []
+        wanted = " OR ".join("request ILIKE %s OR arguments::text ILIKE %s" for _ in names)
+        params = [p for n in names for p in (like_pattern(n),) * 2]
+        rows = await self._fetch(
+            f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND ({wanted}) "
+            "ORDER BY at DESC, entry_id LIMIT %s", (user_id, *params, limit))
         return [_entry(r) for r in rows]
 
     async def count(self, user_id: str) -> int:

@@ -30,6 +30,7 @@ from hermes_fsm.memory.experience import (
     Experience,
     ToolHealth,
     VersionHealth,
+    like_pattern,
     top_requests,
 )
 from hermes_fsm.memory.sqlite_files import open_sqlite
@@ -211,6 +212,21 @@ class SQLiteExperienceLog:
         rows = self._conn().execute(
             f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? "
             "ORDER BY at DESC, entry_id LIMIT ?", (user_id, limit)).fetchall()
+        return [_entry(r) for r in rows]
+
+    async def mentioning(self, user_id: str, names: Sequence[str],
+                         limit: int = 50) -> list[Experience]:
+        """The latest entries of ``user_id`` whose request or arguments contain one of
+        ``names`` (case-insensitive for ASCII), newest first: found by SQLite, not by
+        parsing every entry (the turn's recall asks this each turn)."""
+        if not names:
+            return []
+        wanted = " OR ".join("request LIKE ? ESCAPE '\\' OR arguments LIKE ? ESCAPE '\\'"
+                             for _ in names)
+        params = [p for n in names for p in (like_pattern(n),) * 2]
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? AND ({wanted}) "
+            "ORDER BY at DESC, entry_id LIMIT ?", (user_id, *params, limit)).fetchall()
         return [_entry(r) for r in rows]
 
     async def count(self, user_id: str) -> int:

@@ -36,7 +36,7 @@ from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import Experience, ExperienceLog
+from hermes_fsm.memory.experience import Experience, ExperienceLog, MentionedOutcomes
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
@@ -204,7 +204,12 @@ class TieredMemory:
         names = [e.casefold() for e in entities if e and e.strip()]
         keyed: list[Experience] = []
         if names and k > 0:
-            for entry in await self.experience.entries(user_id, limit=500):
+            # the newest few that name an entity: k are kept, the rest are margin for
+            # what the search's superset holds that _said does not
+            found = (await self.experience.mentioning(user_id, names, limit=4 * k)
+                     if isinstance(self.experience, MentionedOutcomes)
+                     else await self.experience.entries(user_id, limit=500))
+            for entry in found:
                 if entry.user_id == user_id and any(n in _said(entry) for n in names):
                     keyed.append(entry)
             keyed.sort(key=lambda e: e.at, reverse=True)

@@ -192,6 +192,33 @@ async def test_experience_keeps_the_causal_chain(experience):
         "how many A1001 in the east", "inventory_lookup", {"sku": "A1001"}, "call-1", True)
 
 
+async def test_experience_finds_the_entries_naming_an_entity_newest_first(experience):
+    from dataclasses import replace
+
+    await experience.record([
+        outcome(1, request="how many A1001 in the east", minutes=1),
+        replace(outcome(2, request="华东仓 还有多少", minutes=2), arguments={"sku": "B2002"}),
+        replace(outcome(3, request="and the west?", minutes=3), arguments={"sku": "a1001"}),
+        replace(outcome(4, request="50% off a_b?", minutes=4), arguments={"sku": "C3001"}),
+        outcome(5, request="A1001 for someone else", user="u2", minutes=5)])
+
+    def ids(entries):
+        return [e.entry_id for e in entries]
+
+    # by request or by argument, any ASCII case, the user's own only, newest first
+    assert ids(await experience.mentioning("u1", ["a1001"])) == ["turn-3:call-3",
+                                                                 "turn-1:call-1"]
+    assert ids(await experience.mentioning("u1", ["华东仓", "c3001"])) == ["turn-4:call-4",
+                                                                         "turn-2:call-2"]
+    assert ids(await experience.mentioning("u1", ["a1001"], limit=1)) == ["turn-3:call-3"]
+    # LIKE's wildcards in a name are the characters themselves
+    assert ids(await experience.mentioning("u1", ["50%"])) == ["turn-4:call-4"]
+    assert ids(await experience.mentioning("u1", ["a_b"])) == ["turn-4:call-4"]
+    assert await experience.mentioning("u1", ["5%o"]) == []
+    assert await experience.mentioning("u1", ["a%b"]) == []
+    assert await experience.mentioning("u1", []) == []
+
+
 async def test_experience_failure_rate_counts_the_window_only(experience):
     await experience.record([outcome(1, ok=False, minutes=0), outcome(2, ok=True, minutes=50),
                              outcome(3, ok=False, minutes=55), outcome(4, tool="other",
