@@ -135,6 +135,9 @@ def main() -> int:
     p.add_argument("--store-items", type=int, default=0, metavar="N",
                    help="seed each tree's embedded memory store with N items first; run and "
                         "memory search act as user-1 (default 0: an empty store, cli-user)")
+    p.add_argument("--optimize", action="store_true",
+                   help="with --store-items: build the seeded store's HNSW index first "
+                        "('hermes-fsm memory optimize', the maintenance step for a big store)")
     args = p.parse_args()
     trees = {"this": REPO} | ({"base": args.base.resolve()} if args.base else {})
     chosen = [c.strip() for c in args.commands.split(",")]
@@ -153,6 +156,12 @@ def main() -> int:
         data = {name: Path(scratch) / name for name in trees}
         if args.store_items:
             seeded = seed(data["this"], args.store_items)
+            if args.optimize:
+                started = time.perf_counter()
+                subprocess.run([sys.executable, "-m", "hermes_fsm.cli.main", "memory",
+                                "optimize"], cwd=REPO, env=env_for(REPO, data["this"]),
+                               check=True, stdout=subprocess.DEVNULL)
+                print(f"memory optimize: {time.perf_counter() - started:.1f} s")
             for name in trees:
                 if name != "this":
                     shutil.copytree(data["this"], data[name])
