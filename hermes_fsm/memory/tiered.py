@@ -204,9 +204,9 @@ class TieredMemory:
         names = [e.casefold() for e in entities if e and e.strip()]
         keyed: list[Experience] = []
         if names and k > 0:
-            # the newest few that name an entity: k are kept, the rest are margin for
-            # what the search's superset holds that _said does not
-            found = (await self.experience.mentioning(user_id, names, limit=4 * k)
+            # the newest k that name an entity (the search may hold one that _said does
+            # not: then fewer than k are keyed, and the similar entries fill the layer)
+            found = (await self.experience.mentioning(user_id, names, limit=k)
                      if isinstance(self.experience, MentionedOutcomes)
                      else await self.experience.entries(user_id, limit=500))
             for entry in found:
