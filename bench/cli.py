@@ -124,6 +124,23 @@ def seed(data: Path, items: int) -> float:
     return time.perf_counter() - started
 
 
+def _table(figures: dict[tuple[str, str], list[float]], chosen: list[str],
+           trees: dict[str, Path]) -> None:
+    """One row per command: each tree's median (min–max), and this/base with a base."""
+    print(f"{'command':<16}" + "".join(f"{name:>22}" for name in trees)
+          + ("   this/base" if "base" in trees else ""))
+    for command in chosen:
+        row = f"{command:<16}"
+        medians = {}
+        for name in trees:
+            values = figures[(command, name)]
+            medians[name] = statistics.median(values)
+            row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
+        if "base" in trees:
+            row += f"   {medians['this'] / medians['base']:9.2f}"
+        print(row)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--base", type=Path, help="a base checkout to time beside this one")
@@ -181,31 +198,10 @@ def main() -> int:
                     if command == "run" and (m := TURN_MS.search(out)):
                         turn_ms[name].append(float(m.group(1)))
         print(f"\nwhole-process wall time, median of {args.runs} (min–max), seconds")
-        header = f"{'command':<16}" + "".join(f"{name:>22}" for name in trees)
-        print(header + ("   this/base" if "base" in trees else ""))
-        for command in chosen:
-            row = f"{command:<16}"
-            medians = {}
-            for name in trees:
-                values = times[(command, name)]
-                medians[name] = statistics.median(values)
-                row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
-            if "base" in trees:
-                row += f"   {medians['this'] / medians['base']:9.2f}"
-            print(row)
+        _table(times, chosen, trees)
         print(f"\nCPU seconds (user + system, with the children it waited for), median of "
               f"{args.runs}")
-        print(header + ("   this/base" if "base" in trees else ""))
-        for command in chosen:
-            row = f"{command:<16}"
-            medians = {}
-            for name in trees:
-                values = cpus[(command, name)]
-                medians[name] = statistics.median(values)
-                row += f"{medians[name]:>9.3f} ({min(values):.2f}–{max(values):.2f})"
-            if "base" in trees:
-                row += f"   {medians['this'] / medians['base']:9.2f}"
-            print(row)
+        _table(cpus, chosen, trees)
         if "run" in chosen:
             for name in trees:
                 if turn_ms[name]:
