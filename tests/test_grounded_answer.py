@@ -124,6 +124,13 @@ def test_figures_are_the_numbers_among_a_facts_values():
     assert not states_figure("B2001: 980 units", ["0"])
 
 
+def test_nan_and_infinity_are_no_figures_so_a_fact_of_them_asks_for_none():
+    """A tool that lies with NaN (the store keeps it as "NaN") must not make every answer
+    citing its fact a contract violation: there is no figure the answer could write."""
+    assert figures({"quantity": float("nan"), "note": "x"}) == []
+    assert figures({"low": float("-inf"), "high": float("inf"), "count": 3}) == ["3"]
+
+
 def test_the_contract_refuses_an_answer_citing_a_fact_without_its_figure():
     context = {"fact_ids": {FACT_ID}, "fact_figures": {FACT_ID: ["342"]}}
     ok = {"text": "A1001: 342 units in the East China warehouse.", "evidence": [FACT_ID]}

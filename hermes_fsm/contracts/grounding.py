@@ -17,6 +17,7 @@ grounded_schema``).
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -30,7 +31,7 @@ _NUMBER = re.compile(r"(?<![A-Za-z0-9_.,])(?<![A-Za-z0-9]-)(\d{1,3}(?:,\d{3})+|\
 
 def figures(content: Any) -> list[str]:
     """The distinct numbers among ``content``'s values (nested), as an answer writes them,
-    in the order found (booleans are not numbers)."""
+    in the order found (booleans, NaN and infinities are not numbers)."""
     found: list[str] = []
 
     def walk(value: Any) -> None:
@@ -39,6 +40,8 @@ def figures(content: Any) -> list[str]:
         if isinstance(value, int):
             text = str(value)
         elif isinstance(value, float):
+            if not math.isfinite(value):  # NaN or ±Infinity: no figure an answer can state
+                return
             text = str(int(value)) if value.is_integer() else repr(value)
         elif isinstance(value, dict):
             for item in value.values():
