@@ -26,7 +26,7 @@ left free cites ``fact-1`` and writes "The answer is in stock".
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
@@ -39,18 +39,25 @@ _EDGE = '[^"\\\\\\n0-9A-Za-z_.,]'  # one that may stand beside a whole number
 def without_patterns(schema: Any) -> Any:
     """``schema`` with every string ``pattern`` keyword removed (a property named
     ``pattern`` is kept); the schema given is not changed."""
+    return _rewrite_patterns(schema, lambda pattern: None)
+
+
+def _rewrite_patterns(schema: Any, rewrite: Callable[[str], str | None]) -> Any:
+    """``schema`` with each string ``pattern`` keyword replaced by ``rewrite(pattern)``,
+    or removed where that is None (a property named ``pattern`` is kept); a copy."""
     if isinstance(schema, list):
-        return [without_patterns(item) for item in schema]
+        return [_rewrite_patterns(item, rewrite) for item in schema]
     if not isinstance(schema, dict):
         return schema
     out: dict[str, Any] = {}
     for key, value in schema.items():
         if key == "pattern" and isinstance(value, str):
-            continue
-        if key == "properties" and isinstance(value, dict):
-            out[key] = {name: without_patterns(sub) for name, sub in value.items()}
+            if (new := rewrite(value)) is not None:
+                out[key] = new
+        elif key == "properties" and isinstance(value, dict):
+            out[key] = {name: _rewrite_patterns(sub, rewrite) for name, sub in value.items()}
         else:
-            out[key] = without_patterns(value)
+            out[key] = _rewrite_patterns(value, rewrite)
     return out
 
 
@@ -193,18 +200,4 @@ def _class(pattern: str, i: int) -> tuple[int, str | None]:
 def grammar_patterns(schema: Any) -> Any:
     """``schema`` with each string ``pattern`` rewritten by :func:`gbnf_pattern`, or removed
     where it cannot be (a property named ``pattern`` is kept); not changed in place."""
-    if isinstance(schema, list):
-        return [grammar_patterns(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "pattern" and isinstance(value, str):
-            safe = gbnf_pattern(value)
-            if safe is not None:
-                out[key] = safe
-        elif key == "properties" and isinstance(value, dict):
-            out[key] = {name: grammar_patterns(sub) for name, sub in value.items()}
-        else:
-            out[key] = grammar_patterns(value)
-    return out
+    return _rewrite_patterns(schema, gbnf_pattern)
