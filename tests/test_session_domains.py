@@ -189,9 +189,10 @@ async def test_a_memory_bound_to_a_domain_refuses_a_session_of_another() -> None
 
 
 async def test_the_experience_of_another_domains_session_is_not_recalled() -> None:
-    """The experience log does not record domains: a domain session's walk keeps the
-    entries of its own session only, so a tool outcome of a ``credit_card`` session never
-    reaches a ``wealth`` session's recall or planning."""
+    """Experience entries carry their session's domain: a domain session's walk keeps the
+    domain's entries only, so a tool outcome of a ``credit_card`` session never reaches a
+    ``wealth`` session's recall or planning (tests/memory/test_experience_domains.py: the
+    same domain's other sessions do, on SQLite and PostgreSQL)."""
     memory = InProcessMemory()
     orchestrator = build_orchestrator(memory=memory)
     try:

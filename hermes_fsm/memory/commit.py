@@ -55,8 +55,11 @@ async def plan(commit: Commit, semantic: SemanticStore, window: int) -> Plan:
     context = commit.context
     session_id = str(context.get("session_id") or "")
     text = str(context.get("text") or "")
+    domain = context.get("domain")
     ids = [item_id(user_id, turn_id, i) for i in range(len(updates))]
-    out = Plan(entries=list(context.get("experiences") or ()))
+    # the turn's entries are written in the session's domain, as its items are
+    out = Plan(entries=[e if e.domain == domain else replace(e, domain=domain)
+                        for e in context.get("experiences") or ()])
     _plan_semantic(out, commit, ids, await _known(semantic, commit, ids), text)
     for index, update in enumerate(updates):
         out.entries.append(Experience(
@@ -64,7 +67,7 @@ async def plan(commit: Commit, semantic: SemanticStore, window: int) -> Plan:
             kind="feedback" if update.memory_type == "correction" else "memory_commit",
             user_id=user_id, session_id=session_id, turn_id=turn_id, request=text,
             detail={"key": update.key, "update_type": update.update_type,
-                    "value": update.value}))
+                    "value": update.value}, domain=domain))
     if session_id:
         messages = [{"role": "user", "content": text}] if text else []
         if context.get("answer"):

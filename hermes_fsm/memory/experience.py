@@ -35,6 +35,7 @@ __all__ = [
     "VersionOutcomes",
     "like_pattern",
     "rank_similar",
+    "seen_in_domain",
 ]
 
 ExperienceKind = Literal["tool_call", "error", "feedback", "memory_commit", "canary_rollback"]
@@ -63,6 +64,9 @@ class Experience:
         tool_version: the contract version that ran the call, for a call of a tool with a
             canary (:mod:`hermes_fsm.tools.canary`: each version's error rate is read
             from these).
+        domain: the memory domain of the session it was committed from (seed 003 §5;
+            ``None``: a session of no domain). Recall in a domain reads its entries only
+            (see :func:`seen_in_domain`).
     """
 
     entry_id: str
@@ -82,6 +86,20 @@ class Experience:
     event_seq: int | None = None
     score: float | None = field(default=None, compare=False)
     tool_version: str | None = None
+    domain: str | None = None
+
+
+def seen_in_domain(entry_domain: str | None, domain: str | None, shared: bool) -> bool:
+    """Whether an entry of ``entry_domain`` is seen by a recall in ``domain``: the semantic
+    layer's rule (:meth:`~.tiered.TieredMemory.recall`). No ``domain``: every entry; else
+    the domain's own, and with ``shared`` also those of no domain.
+
+    >>> seen_in_domain("wealth", None, False), seen_in_domain(None, "wealth", False)
+    (True, False)
+    >>> seen_in_domain(None, "wealth", True), seen_in_domain("loans", "wealth", True)
+    (True, False)
+    """
+    return domain is None or entry_domain == domain or (shared and entry_domain is None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,8 +138,12 @@ class ToolOutcomes(Protocol):
         """Every tool called within ``window`` before ``now``, by name (one query)."""
         ...
 
-    async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
-        """Past tool outcomes of ``user_id`` whose requests resemble ``text``, best first."""
+    async def similar_outcomes(self, user_id: str, text: str, k: int = 5, *,
+                               domain: str | None = None,
+                               shared: bool = False) -> list[Experience]:
+        """Past tool outcomes of ``user_id`` whose requests resemble ``text``, best first;
+        with ``domain``, of that domain only (``shared``: and of none; :func:`seen_in_domain`).
+        The layered recall passes ``domain``/``shared`` only for a session of a domain."""
         ...
 
 
@@ -137,10 +159,12 @@ class MentionedOutcomes(Protocol):
     """What the layered recall reads from experience when the log can search it (both
     backends can): entries naming the conversation's entities."""
 
-    async def mentioning(self, user_id: str, names: Sequence[str],
-                         limit: int = 50) -> list[Experience]:
+    async def mentioning(self, user_id: str, names: Sequence[str], limit: int = 50, *,
+                         domain: str | None = None,
+                         shared: bool = False) -> list[Experience]:
         """The latest entries of ``user_id`` whose request or arguments contain one of
-        ``names``, newest first (a superset: the caller checks each entry itself)."""
+        ``names``, newest first (a superset: the caller checks each entry itself); with
+        ``domain``, of that domain only (``shared``: and of none; :func:`seen_in_domain`)."""
         ...
 
 

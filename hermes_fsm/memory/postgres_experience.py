@@ -57,6 +57,8 @@ _MIGRATIONS = [
     "ALTER TABLE {schema}.hermes_experience ADD COLUMN IF NOT EXISTS tool_version TEXT; "
     "CREATE INDEX IF NOT EXISTS hermes_experience_tool_version_at "
     "ON {schema}.hermes_experience (tool, tool_version, kind, at);",
+    # the memory domain of the session an entry came from: a domain's recall reads its own
+    "ALTER TABLE {schema}.hermes_experience ADD COLUMN IF NOT EXISTS domain TEXT;",
 ]
 _WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
            "AND coalesce(error_code, '') <> ALL(%s)")
@@ -66,9 +68,9 @@ _WINDOW = ("kind = 'tool_call' AND at > %s AND at <= %s AND tool IS NOT NULL "
 _INSERT = ("INSERT INTO {table} ({columns}) SELECT * FROM unnest(%b::text[], %b::text[], "
            "%b::text[], %b::text[], %b::text[], %b::timestamptz[], %b::boolean[], %b::text[], "
            "%b::text[], %b::jsonb[], %b::text[], %b::jsonb[], %b::float8[], %b::text[], "
-           "%b::integer[], %b::text[]) ON CONFLICT (entry_id) DO NOTHING")
+           "%b::integer[], %b::text[], %b::text[]) ON CONFLICT (entry_id) DO NOTHING")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
-            "error_code, detail, duration_ms, caused_by, event_seq, tool_version")
+            "error_code, detail, duration_ms, caused_by, event_seq, tool_version, domain")
 
 
 class PostgresExperienceLog:
@@ -127,7 +129,8 @@ class PostgresExperienceLog:
                    [text(e.error_code) for e in entries],
                    [Jsonb(e.detail, dumps=json) for e in entries],
                    [float(e.duration_ms) for e in entries], [text(e.caused_by) for e in entries],
-                   [e.event_seq for e in entries], [text(e.tool_version) for e in entries]]
+                   [e.event_seq for e in entries], [text(e.tool_version) for e in entries],
+                   [text(e.domain) for e in entries]]
         try:
             async with pool.connection() as conn, conn.transaction():
                 cur = await conn.execute(self._insert, columns)
@@ -183,10 +186,13 @@ class PostgresExperienceLog:
         rolled = (str(found[0][0]), str(found[0][1])) if found and found[0][0] else None
         return VersionHealth(health, rolled)
 
-    async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
+    async def similar_outcomes(self, user_id: str, text: str, k: int = 5, *,
+                               domain: str | None = None,
+                               shared: bool = False) -> list[Experience]:
+        where, params = _in_domain(domain, shared)
         candidates = await self._fetch(
             f"SELECT entry_id, request FROM {self._table} WHERE user_id = %s "
-            "AND kind = 'tool_call' ORDER BY at DESC LIMIT 500", (user_id,))
+            f"AND kind = 'tool_call'{where} ORDER BY at DESC LIMIT 500", (user_id, *params))
         best = top_requests([(r[0], r[1]) for r in candidates], text, self.embedder, k)
         if not best:
             return []
@@ -201,18 +207,21 @@ class PostgresExperienceLog:
             "ORDER BY at DESC, entry_id LIMIT %s", (user_id, limit))
         return [_entry(r) for r in rows]
 
-    async def mentioning(self, user_id: str, names: Sequence[str],
-                         limit: int = 50) -> list[Experience]:
+    async def mentioning(self, user_id: str, names: Sequence[str], limit: int = 50, *,
+                         domain: str | None = None,
+                         shared: bool = False) -> list[Experience]:
         """The latest entries of ``user_id`` whose request or arguments contain one of
         ``names`` (``ILIKE``), newest first: found by PostgreSQL, not by reading every
-        entry (the turn's recall asks this each turn)."""
+        entry (the turn's recall asks this each turn). With ``domain``, of that domain
+        only (``shared``: and of none)."""
         if not names:
             return []
         wanted = " OR ".join("request ILIKE %s OR arguments::text ILIKE %s" for _ in names)
         params = [p for n in names for p in (like_pattern(n),) * 2]
+        where, in_domain = _in_domain(domain, shared)
         rows = await self._fetch(
-            f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s AND ({wanted}) "
-            "ORDER BY at DESC, entry_id LIMIT %s", (user_id, *params, limit))
+            f"SELECT {_COLUMNS} FROM {self._table} WHERE user_id = %s{where} AND ({wanted}) "
+            "ORDER BY at DESC, entry_id LIMIT %s", (user_id, *in_domain, *params, limit))
         return [_entry(r) for r in rows]
 
     async def count(self, user_id: str) -> int:
@@ -240,6 +249,16 @@ class PostgresExperienceLog:
         await close_pool(self)
 
 
+def _in_domain(domain: str | None, shared: bool) -> tuple[str, tuple[str, ...]]:
+    """The ``AND …`` condition (and its parameters) of entries a recall in ``domain`` sees
+    (:func:`~.experience.seen_in_domain`)."""
+    if domain is None:
+        return "", ()
+    if shared:
+        return " AND (domain = %s OR domain IS NULL)", (domain,)
+    return " AND domain = %s", (domain,)
+
+
 def _text(value: str | None) -> str | None:
     return None if value is None else safe_text(value)
 
@@ -252,4 +271,4 @@ def _entry(r: Sequence[Any]) -> Experience:
     return Experience(entry_id=r[0], kind=r[1], user_id=r[2], session_id=r[3], turn_id=r[4],
                       at=r[5], ok=bool(r[6]), tool=r[7], request=r[8], arguments=r[9] or {},
                       error_code=r[10], detail=r[11], duration_ms=r[12], caused_by=r[13],
-                      event_seq=r[14], tool_version=r[15])
+                      event_seq=r[14], tool_version=r[15], domain=r[16])

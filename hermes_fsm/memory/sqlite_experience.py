@@ -64,11 +64,17 @@ _MIGRATIONS = [
     "ALTER TABLE hermes_experience ADD COLUMN tool_version TEXT; "
     "CREATE INDEX IF NOT EXISTS hermes_experience_tool_version_at "
     "ON hermes_experience (tool, tool_version, kind, at);",
+    # the memory domain of the session an entry came from: a domain's recall reads its own
+    # (the covering index of similar_outcomes carries it, so that read stays index-only)
+    "ALTER TABLE hermes_experience ADD COLUMN domain TEXT; "
+    "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at_request_domain "
+    "ON hermes_experience (user_id, kind, at, entry_id, request, domain); "
+    "DROP INDEX IF EXISTS hermes_experience_user_kind_at_request;",
 ]
 _WINDOW = (f"kind = 'tool_call' AND at > ? AND at <= ? AND tool IS NOT NULL "
            f"AND coalesce(error_code, '') NOT IN ({', '.join('?' * len(NOT_CALLED))})")
 _COLUMNS = ("entry_id, kind, user_id, session_id, turn_id, at, ok, tool, request, arguments, "
-            "error_code, detail, duration_ms, caused_by, event_seq, tool_version")
+            "error_code, detail, duration_ms, caused_by, event_seq, tool_version, domain")
 
 
 def _migrate(db: sqlite3.Connection) -> None:
@@ -138,7 +144,7 @@ class SQLiteExperienceLog:
             db.execute("BEGIN")
             before = db.total_changes
             db.executemany(f"INSERT INTO hermes_experience ({_COLUMNS}) VALUES "
-                           f"({', '.join('?' * 16)}) ON CONFLICT (entry_id) DO NOTHING", rows)
+                           f"({', '.join('?' * 17)}) ON CONFLICT (entry_id) DO NOTHING", rows)
             new = db.total_changes - before
             db.execute("COMMIT")
         except sqlite3.Error as exc:
@@ -192,11 +198,15 @@ class SQLiteExperienceLog:
         rolled = (str(row[0]), str(json.loads(row[1]))) if row and row[0] else None
         return VersionHealth(health, rolled)
 
-    async def similar_outcomes(self, user_id: str, text: str, k: int = 5) -> list[Experience]:
+    async def similar_outcomes(self, user_id: str, text: str, k: int = 5, *,
+                               domain: str | None = None,
+                               shared: bool = False) -> list[Experience]:
         conn = self._conn()
+        where, params = _in_domain(domain, shared)
         candidates = conn.execute(
             "SELECT entry_id, request FROM hermes_experience WHERE user_id = ? "
-            "AND kind = 'tool_call' ORDER BY at DESC LIMIT 500", (user_id,)).fetchall()
+            f"AND kind = 'tool_call'{where} ORDER BY at DESC LIMIT 500",
+            (user_id, *params)).fetchall()
         best = top_requests(candidates, text, self.embedder, k)
         if not best:
             return []
@@ -214,19 +224,23 @@ class SQLiteExperienceLog:
             "ORDER BY at DESC, entry_id LIMIT ?", (user_id, limit)).fetchall()
         return [_entry(r) for r in rows]
 
-    async def mentioning(self, user_id: str, names: Sequence[str],
-                         limit: int = 50) -> list[Experience]:
+    async def mentioning(self, user_id: str, names: Sequence[str], limit: int = 50, *,
+                         domain: str | None = None,
+                         shared: bool = False) -> list[Experience]:
         """The latest entries of ``user_id`` whose request or arguments contain one of
         ``names`` (case-insensitive for ASCII), newest first: found by SQLite, not by
-        parsing every entry (the turn's recall asks this each turn)."""
+        parsing every entry (the turn's recall asks this each turn). With ``domain``, of
+        that domain only (``shared``: and of none)."""
         if not names:
             return []
         wanted = " OR ".join("request LIKE ? ESCAPE '\\' OR arguments LIKE ? ESCAPE '\\'"
                              for _ in names)
         params = [p for n in names for p in (like_pattern(n),) * 2]
+        where, in_domain = _in_domain(domain, shared)
         rows = self._conn().execute(
-            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ? AND ({wanted}) "
-            "ORDER BY at DESC, entry_id LIMIT ?", (user_id, *params, limit)).fetchall()
+            f"SELECT {_COLUMNS} FROM hermes_experience WHERE user_id = ?{where} "
+            f"AND ({wanted}) ORDER BY at DESC, entry_id LIMIT ?",
+            (user_id, *in_domain, *params, limit)).fetchall()
         return [_entry(r) for r in rows]
 
     async def count(self, user_id: str) -> int:
@@ -254,6 +268,16 @@ class SQLiteExperienceLog:
             writer.close()
 
 
+def _in_domain(domain: str | None, shared: bool) -> tuple[str, tuple[str, ...]]:
+    """The ``AND …`` condition (and its parameters) of entries a recall in ``domain`` sees
+    (:func:`~.experience.seen_in_domain`)."""
+    if domain is None:
+        return "", ()
+    if shared:
+        return " AND (domain = ? OR domain IS NULL)", (domain,)
+    return " AND domain = ?", (domain,)
+
+
 def _dumps(value: Any) -> str:
     return dumps(value).decode()
 
@@ -267,7 +291,7 @@ def _row(e: Experience) -> tuple[Any, ...]:
     return (text(e.entry_id), text(e.kind), text(e.user_id), text(e.session_id),
             text(e.turn_id), e.at.timestamp(), int(e.ok), text(e.tool), text(e.request),
             _dumps(e.arguments), text(e.error_code), _dumps(e.detail), e.duration_ms,
-            text(e.caused_by), e.event_seq, text(e.tool_version))
+            text(e.caused_by), e.event_seq, text(e.tool_version), text(e.domain))
 
 
 def _entry(r: tuple[Any, ...]) -> Experience:
@@ -275,4 +299,5 @@ def _entry(r: tuple[Any, ...]) -> Experience:
                       at=datetime.fromtimestamp(r[5], UTC), ok=bool(r[6]), tool=r[7],
                       request=r[8], arguments=json.loads(r[9]), error_code=r[10],
                       detail=json.loads(r[11]) if r[11] is not None else None,
-                      duration_ms=r[12], caused_by=r[13], event_seq=r[14], tool_version=r[15])
+                      duration_ms=r[12], caused_by=r[13], event_seq=r[14], tool_version=r[15],
+                      domain=r[16])

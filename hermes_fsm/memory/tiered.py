@@ -36,7 +36,12 @@ from hermes_fsm.memory.archive import SQLiteArchive
 from hermes_fsm.memory.background import BackgroundCommits
 from hermes_fsm.memory.commit import Commit, Plan, plan, write
 from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
-from hermes_fsm.memory.experience import Experience, ExperienceLog, MentionedOutcomes
+from hermes_fsm.memory.experience import (
+    Experience,
+    ExperienceLog,
+    MentionedOutcomes,
+    seen_in_domain,
+)
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
 from hermes_fsm.memory.recall import RecallPolicy, calibration_for
 from hermes_fsm.memory.semantic import InProcessSemanticStore, SemanticStore
@@ -188,8 +193,8 @@ class TieredMemory:
         — the user's entries whose request or arguments name one of ``entities`` (the
         conversation graph's entity values) first, newest first, then the entries most
         similar to ``query``; ``k`` of those (the policy's k by default). With a
-        ``domain``, the experience layer holds the entries of ``session_id`` only (the log
-        does not record domains, and a session keeps one).
+        ``domain``, the experience layer holds the entries committed in that domain (of
+        any of the user's sessions; ``shared``: and of none), as the semantic layer does.
 
         This is the engine's recall (:mod:`hermes_fsm.engine.memory_handlers`); the
         result's :attr:`LayeredRecall.order` is the order the layers were read in.
@@ -202,24 +207,28 @@ class TieredMemory:
                                      keys=keys)
         order.append("semantic")
         names = [e.casefold() for e in entities if e and e.strip()]
+        if shared is None:
+            shared = domain in self.shared_domains
+        # the experience layer stays in the domain as the semantic one does (passed only
+        # for a domain's session: a log of no domains is still asked as before)
+        scope: dict[str, Any] = {} if domain is None else {"domain": domain, "shared": shared}
         keyed: list[Experience] = []
         if names and k > 0:
             # the newest k that name an entity (the search may hold one that _said does
             # not: then fewer than k are keyed, and the similar entries fill the layer)
-            found = (await self.experience.mentioning(user_id, names, limit=k)
+            found = (await self.experience.mentioning(user_id, names, limit=k, **scope)
                      if isinstance(self.experience, MentionedOutcomes)
                      else await self.experience.entries(user_id, limit=500))
             for entry in found:
-                if entry.user_id == user_id and any(n in _said(entry) for n in names):
+                if (entry.user_id == user_id and seen_in_domain(entry.domain, domain, shared)
+                        and any(n in _said(entry) for n in names)):
                     keyed.append(entry)
             keyed.sort(key=lambda e: e.at, reverse=True)
         seen = {e.entry_id for e in keyed}
-        similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k)
-                    if e.entry_id not in seen] if k > 0 and query.strip() else [])
-        if domain is not None:  # the log does not record domains: the session's own only
-            keyed = [e for e in keyed if session_id is not None and e.session_id == session_id]
-            similar = [e for e in similar
-                       if session_id is not None and e.session_id == session_id]
+        similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k,
+                                                                      **scope)
+                    if e.entry_id not in seen and seen_in_domain(e.domain, domain, shared)]
+                   if k > 0 and query.strip() else [])
         order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
                              experience=(keyed + similar)[:k],

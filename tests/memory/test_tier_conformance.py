@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from hermes_fsm.memory import HashingEmbedder, MemoryItem
-from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth
+from hermes_fsm.memory.experience import NOT_CALLED, Experience, ToolHealth, seen_in_domain
 from hermes_fsm.memory.semantic import Mark
 from hermes_fsm.memory.working import InProcessWorkingMemory, TurnWrite
 
@@ -286,6 +286,38 @@ async def test_experience_similar_outcomes_rank_by_request_and_stay_with_the_use
     assert all(e.user_id == "u1" for e in similar)
 
 
+async def test_experience_reads_inside_a_domain_as_the_semantic_layer_does(experience):
+    """Each entry keeps its domain; ``mentioning`` and ``similar_outcomes`` with a
+    ``domain`` return its entries only (``shared``: and those of no domain), without one
+    every entry: the rule of :func:`seen_in_domain`, on every backend."""
+    await experience.record([
+        replace(outcome(1, minutes=1), domain="credit_card"),
+        replace(outcome(2, minutes=2), domain="wealth"),
+        outcome(3, minutes=3),                                       # no domain
+        replace(outcome(4, minutes=4, user="u2"), domain="credit_card")])
+    by_id = {e.entry_id: e.domain for e in await experience.entries("u1")}
+    assert by_id == {"turn-1:call-1": "credit_card", "turn-2:call-2": "wealth",
+                     "turn-3:call-3": None}
+
+    async def read(**scope):
+        mentioning = {e.entry_id for e in await experience.mentioning("u1", ["a1001"],
+                                                                      **scope)}
+        similar = {e.entry_id for e in await experience.similar_outcomes(
+            "u1", "how many A1001 in the east", 10, **scope)}
+        assert mentioning == similar, scope
+        assert mentioning == {i for i, d in by_id.items()
+                              if seen_in_domain(d, scope.get("domain"),
+                                                scope.get("shared", False))}, scope
+        return mentioning
+
+    assert await read() == set(by_id)
+    assert await read(domain="credit_card") == {"turn-1:call-1"}
+    assert await read(domain="credit_card", shared=True) == {"turn-1:call-1",
+                                                             "turn-3:call-3"}
+    assert await read(domain="loans") == set()
+    assert await read(domain="loans", shared=True) == {"turn-3:call-3"}
+
+
 async def test_experience_forget_removes_the_users_rows_only(experience):
     await experience.record([outcome(1), outcome(2, user="u2")])
     assert await experience.forget("u1") == 1
@@ -311,10 +343,86 @@ async def test_an_sqlite_log_of_the_first_schema_is_migrated_on_open(tmp_path):
         assert db.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
         indexes = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE "
                                             "type = 'index'")}
-        assert {"hermes_experience_kind_at", "hermes_experience_user_kind_at_request"} <= indexes
-        assert "hermes_experience_user_kind_at" not in indexes  # the covering one replaced it
+        assert {"hermes_experience_kind_at",
+                "hermes_experience_user_kind_at_request_domain"} <= indexes
+        # the covering ones replaced their predecessors
+        assert not {"hermes_experience_user_kind_at",
+                    "hermes_experience_user_kind_at_request"} & indexes
     finally:
         await log.close()
+
+
+async def test_an_sqlite_log_of_the_previous_schema_gets_the_domain_column(tmp_path):
+    """A file written before entries had a domain: it opens, its entries read back with
+    none (a domain's recall does not see them, a shared one does), and new entries keep
+    theirs."""
+    import sqlite3
+
+    from hermes_fsm.memory.sqlite_experience import _MIGRATIONS, SQLiteExperienceLog
+
+    path = tmp_path / "experience.sqlite"
+    db = sqlite3.connect(path)
+    for ddl in _MIGRATIONS[:-1]:
+        db.executescript(ddl)
+    db.execute(f"PRAGMA user_version={len(_MIGRATIONS) - 1}")
+    db.execute("INSERT INTO hermes_experience (entry_id, kind, user_id, session_id, turn_id, "
+               "at, ok, tool, request, arguments, duration_ms) VALUES ('old:1', 'tool_call', "
+               "'u1', 's0', 'old', ?, 1, 'inventory_lookup', 'A1001 east', '{}', 1.0)",
+               (T0.timestamp(),))
+    db.commit()
+    columns = {r[1] for r in db.execute("PRAGMA table_info(hermes_experience)")}
+    assert "domain" not in columns
+    db.close()
+    log = SQLiteExperienceLog(path, EMBED)
+    try:
+        await log.record([replace(outcome(1, minutes=1), domain="wealth")])
+        db = log._conn()
+        assert db.execute("PRAGMA user_version").fetchone()[0] == len(_MIGRATIONS)
+        assert "domain" in {r[1] for r in db.execute("PRAGMA table_info(hermes_experience)")}
+        assert {e.entry_id: e.domain for e in await log.entries("u1")} == {
+            "old:1": None, "turn-1:call-1": "wealth"}
+        assert [e.entry_id for e in await log.mentioning("u1", ["a1001"],
+                                                         domain="wealth")] == ["turn-1:call-1"]
+        assert {e.entry_id for e in await log.mentioning(
+            "u1", ["a1001"], domain="loans", shared=True)} == {"old:1"}
+    finally:
+        await log.close()
+
+
+async def test_a_postgres_log_of_the_previous_schema_gets_the_domain_column(monkeypatch):
+    """``ADD COLUMN IF NOT EXISTS``: a schema written by the previous version migrates on
+    open, and its entries read back with no domain."""
+    import uuid
+
+    from hermes_fsm.memory import postgres_experience
+    from tests.memory.conftest import PG_URL, dispose, need
+
+    need(PG_URL, 5432, "PostgreSQL")
+    schema = f"hermes_test_{uuid.uuid4().hex[:10]}"
+    migrations = postgres_experience._MIGRATIONS
+    monkeypatch.setattr(postgres_experience, "_MIGRATIONS", migrations[:-1])
+    old = postgres_experience.PostgresExperienceLog(PG_URL, schema=schema, embedder=EMBED)
+    try:  # the previous version's schema, and a row as it wrote them
+        pool = await old._open()
+        async with pool.connection() as conn:
+            await conn.execute(
+                f'INSERT INTO "{schema}".hermes_experience (entry_id, kind, user_id, '
+                "session_id, turn_id, at, ok, tool, request, arguments, duration_ms) VALUES "
+                "('turn-1:call-1', 'tool_call', 'u1', 's0', 'turn-1', %s, true, "
+                "'inventory_lookup', 'A1001 east', '{}', 1.0)", (T0,))
+    finally:
+        await old.close()
+    monkeypatch.setattr(postgres_experience, "_MIGRATIONS", migrations)
+    log = postgres_experience.PostgresExperienceLog(PG_URL, schema=schema, embedder=EMBED)
+    try:
+        await log.record([replace(outcome(2, minutes=2), domain="wealth")])
+        assert {e.entry_id: e.domain for e in await log.entries("u1")} == {
+            "turn-1:call-1": None, "turn-2:call-2": "wealth"}
+        (version,), = await log._fetch(
+            f'SELECT max(version) FROM "{schema}".hermes_schema_version', ())
+        assert version == len(migrations)
+    finally:
+        await dispose(log)
 
 
 async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(tmp_path):
@@ -334,7 +442,14 @@ async def test_similar_outcomes_reads_only_the_users_own_rows_through_an_index(t
         assert found and {e.user_id for e in found} == {"u3"}
         candidates = next(q for q in seen if "LIMIT 500" in q)
         plan = " ".join(str(row[3]) for row in db.execute("EXPLAIN QUERY PLAN " + candidates))
-        assert "COVERING INDEX hermes_experience_user_kind_at_request" in plan, plan
+        assert "COVERING INDEX hermes_experience_user_kind_at_request_domain" in plan, plan
+        seen.clear()  # inside a domain too: the domain is in the index
+        db.set_trace_callback(seen.append)
+        await log.similar_outcomes("u3", "stock of A1001", 3, domain="wealth", shared=True)
+        db.set_trace_callback(None)
+        candidates = next(q for q in seen if "LIMIT 500" in q)
+        plan = " ".join(str(row[3]) for row in db.execute("EXPLAIN QUERY PLAN " + candidates))
+        assert "COVERING INDEX hermes_experience_user_kind_at_request_domain" in plan, plan
     finally:
         await log.close()
 
