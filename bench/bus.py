@@ -2,7 +2,7 @@
 """The execution bus's cost and scale-out, in one run.
 
     .venv/bin/python bench/bus.py [--calls 2000] [--burst 1000] [--workers 1,2,4]
-                                  [--fence memory|postgres]
+                                  [--fence memory|postgres] [--overhead-only] [--floor]
 
 1. Per-call overhead of the Redis bus over the in-process executor, for a no-op tool:
    the same ``ToolExecutor`` pipeline, the tool run in this process vs sent over Redis
@@ -10,6 +10,11 @@
 2. Throughput of ``--burst`` concurrent calls of a tool that sleeps 10 ms (blocking), with
    1, 2 and 4 worker processes (each one call at a time, so the scale-out is the
    workers'), beside the in-process executor (its thread pool, 16 threads).
+
+3. ``--floor``: what redis-py itself costs, no hermes code: a bare asyncio redis-py round
+   trip between two processes (XADD request → the other's blocking XREADGROUP → XADD reply
+   + XACK → this one's blocking XREAD), p50/p99 and CPU per call of each process and of
+   Redis (``INFO cpu`` deltas). ``--overhead-only`` skips part 2.
 
 Workers are real processes on this machine (2 shared cores here); the effects fence is
 an in-memory store per worker unless ``--fence postgres`` (then every call claims and
@@ -102,6 +107,82 @@ async def _same_process(n: int) -> list[float]:
         await served.aclose()
 
 
+async def _floor_worker(prefix: str, n: int) -> None:
+    """The floor's other process: serve ``n`` requests, then print its CPU per call."""
+    import redis.asyncio as aioredis
+
+    client = aioredis.Redis.from_url(REDIS_URL)
+    req, rep = f"{prefix}:req", f"{prefix}:rep"
+    served, t0 = 0, None
+    while served < n:
+        got = await client.xreadgroup("g", "c", {req: ">"}, count=16, block=1000)
+        for _stream, entries in got or ():
+            for entry_id, fields in entries:
+                if t0 is None and served >= 200:
+                    t0 = os.times()
+                await client.xadd(rep, {"m": fields[b"m"]})
+                await client.xack(req, "g", entry_id)
+                served += 1
+    t1 = os.times()
+    assert t0 is not None
+    print(f"{((t1.user - t0.user) + (t1.system - t0.system)) / (n - 200) * 1e6:.1f}", flush=True)
+    await client.aclose()
+
+
+def _tree_cpu(pid: int) -> dict[int, float]:
+    """CPU seconds of process ``pid`` (key ``pid``) and of its children (key ``-1``)."""
+    def cpu(p: int) -> float:
+        fields = Path(f"/proc/{p}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    kids = [int(k) for t in Path(f"/proc/{pid}/task").iterdir()
+            for k in (t / "children").read_text().split()]
+    return {pid: cpu(pid), -1: sum(cpu(k) for k in kids)}
+
+
+def _redis_cpu(info: dict) -> float:
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+
+async def _floor(n: int) -> None:
+    """Part 3 (see the module docs)."""
+    import redis.asyncio as aioredis
+    import redis.utils
+
+    prefix = f"hermes-bench-floor:{uuid.uuid4().hex}"
+    client = aioredis.Redis.from_url(REDIS_URL)
+    req, rep = f"{prefix}:req", f"{prefix}:rep"
+    await client.xgroup_create(req, "g", id="0", mkstream=True)
+    proc = subprocess.Popen([sys.executable, __file__, "--floor-worker", prefix, str(n + 200)],
+                            stdout=subprocess.PIPE, cwd=ROOT)
+    last, times = "0-0", []
+    try:
+        for i in range(n + 200):
+            if i == 200:
+                c0, r0 = os.times(), _redis_cpu(await client.info("cpu"))
+            t = time.perf_counter()
+            await client.xadd(req, {"m": b'{"kind":"EXECUTE_REQUEST"}'})
+            got = []
+            while not got:
+                got = await client.xread({rep: last}, count=16, block=1000)
+            last = got[0][1][-1][0]
+            if i >= 200:
+                times.append((time.perf_counter() - t) * 1000)
+        c1, r1 = os.times(), _redis_cpu(await client.info("cpu"))
+        out, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        await client.delete(req, rep)
+        await client.aclose()
+    mine = ((c1.user - c0.user) + (c1.system - c0.system)) / n * 1e6
+    print(f"floor: bare redis-py (asyncio, hiredis {redis.utils.HIREDIS_AVAILABLE}) "
+          f"XADD→XREADGROUP→XADD+XACK→XREAD, two processes, {n} calls")
+    print(f"  round trip p50 {_pct(times, .5):.3f} ms, p99 {_pct(times, .99):.3f} ms")
+    print(f"  CPU per call: caller {mine:.0f} µs, server side {float(out):.0f} µs, "
+          f"Redis {(r1 - r0) / n * 1e6:.0f} µs (Redis includes everyone's commands)")
+
+
 class Workers:
     """Worker processes on one bus prefix."""
 
@@ -153,7 +234,16 @@ async def main() -> None:
     parser.add_argument("--burst", type=int, default=1000)
     parser.add_argument("--workers", default="1,2,4")
     parser.add_argument("--fence", choices=["memory", "postgres"], default="memory")
+    parser.add_argument("--overhead-only", action="store_true", help="skip the throughput")
+    parser.add_argument("--floor", action="store_true", help="the bare redis-py round trip")
+    parser.add_argument("--floor-worker", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.floor_worker:
+        await _floor_worker(args.floor_worker[0], int(args.floor_worker[1]))
+        return
+    if args.floor:
+        await _floor(args.calls)
+        return
     counts = [int(n) for n in args.workers.split(",")]
     schema = f"hermes_bench_{uuid.uuid4().hex[:8]}"
     store = None
@@ -176,7 +266,10 @@ async def main() -> None:
     try:
         await _up(bus, workers.start(1))
         await _latencies(remote, "noop", {}, 200)  # warm
+        pid = workers.procs[0].pid
+        c0, w0, r0 = os.times(), _tree_cpu(pid), _redis_cpu(await bus.client.info("cpu"))
         over = await _latencies(remote, "noop", {}, args.calls)
+        c1, w1, r1 = os.times(), _tree_cpu(pid), _redis_cpu(await bus.client.info("cpu"))
         print(f"no-op tool, {args.calls} sequential calls (ms)       p50      p99")
         print(f"  in-process executor                      {_pct(base, .5):8.3f} "
               f"{_pct(base, .99):8.3f}")
@@ -188,6 +281,13 @@ async def main() -> None:
         print(f"  added by the bus (worker process)        "
               f"{_pct(over, .5) - _pct(base, .5):8.3f} {_pct(over, .99) - _pct(base, .99):8.3f}"
               f"   (fence: {args.fence})")
+        mine = (c1.user - c0.user + c1.system - c0.system) / args.calls * 1e6
+        print(f"  CPU per bus call (µs): orchestrator {mine:.0f}, " + ", ".join(
+            f"{name} {(w1.get(k, 0) - w0.get(k, 0)) / args.calls * 1e6:.0f}"
+            for k, name in ((pid, "worker"), (-1, "sandbox child"))) +
+            f", Redis {(r1 - r0) / args.calls * 1e6:.0f}; load {os.getloadavg()[0]:.2f}")
+        if args.overhead_only:
+            return
         print()
         print(f"{args.burst} concurrent calls of a 10 ms blocking tool       calls/s  vs 1 worker")
         local_rate = await _burst(local, args.burst)
