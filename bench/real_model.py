@@ -194,6 +194,8 @@ def _report(results: list[Any], setup: str, model: Path) -> None:
             if e.kind == "brain_call":
                 per[state]["calls"] += 1
                 seconds[state] += e.duration_ms / 1000
+                per[state]["out_tokens"] += (e.usage or {}).get("completion_tokens", 0)
+                per[state]["in_tokens"] += (e.usage or {}).get("prompt_tokens", 0)
                 brains[state].add(e.brain)
             elif e.kind in ("contract_violation", "retry", "route_taken", "state_output"):
                 per[state][e.kind] += 1
@@ -206,11 +208,13 @@ def _report(results: list[Any], setup: str, model: Path) -> None:
           f"completed and correct {completed_correct}/{n} ({100 * completed_correct / n:.0f} %)")
     print(f"  empty answers {empty}, schema-text answers {echoed}")
     print(f"  {'state':<14} {'brain':<14} {'calls':>5} {'valid':>5} {'viol.':>5} {'retry':>5} "
-          f"{'t/out':>5} {'routed':>6} {'s':>7}")
+          f"{'t/out':>5} {'routed':>6} {'s':>7} {'tok in/call':>11} {'tok out/call':>12}")
     for state, c in per.items():
         print(f"  {state:<14} {','.join(sorted(brains[state])) or '-':<14} {c['calls']:>5} "
               f"{c['state_output']:>5} {c['contract_violation']:>5} {c['retry']:>5} "
-              f"{c['timeout']:>5} {c['route_taken']:>6} {seconds[state]:>7.1f}")
+              f"{c['timeout']:>5} {c['route_taken']:>6} {seconds[state]:>7.1f} "
+              f"{c['in_tokens'] / max(c['calls'], 1):>11.0f} "
+              f"{c['out_tokens'] / max(c['calls'], 1):>12.1f}")
 
 
 def main() -> None:
