@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from hermes_fsm.brain.rules import RulesBrain
 from hermes_fsm.config.build import build_orchestrator
 from hermes_fsm.memory import (
     HashingEmbedder,
@@ -18,6 +17,7 @@ from hermes_fsm.memory import (
     TieredMemory,
 )
 from tests.memory.conftest import DIM, dispose, make_experience
+from tests.test_memory_walk import SeeingBrain
 
 FIRST = "How many A1001 are left in the east?"
 SECOND = "And how many A1001 in the west?"
@@ -31,18 +31,6 @@ async def memory(request: Any, tmp_path: Any) -> AsyncIterator[TieredMemory]:
     yield tiers
     await tiers.background.drain()
     await dispose(tiers.experience)
-
-
-class SeeingBrain(RulesBrain):
-    """The rules brain, keeping the memory block each state's request was given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.memory: dict[str, str] = {}
-
-    async def decide(self, request: Any) -> Any:
-        self.memory[request.state] = request.memory
-        return await super().decide(request)
 
 
 async def test_a_domain_session_recalls_the_domains_entries_of_other_sessions_only(
