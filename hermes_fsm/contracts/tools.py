@@ -58,6 +58,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from hermes_fsm._internal.data import data_path
+from hermes_fsm._internal.schema_check import check_schema
 from hermes_fsm._internal.yaml_lines import (
     LineDict,
     YamlProblem,
@@ -210,7 +211,7 @@ class ToolContract(_Strict):
     def _schema(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
         if value is not None:
             try:
-                jsonschema.Draft202012Validator.check_schema(value)
+                check_schema(value)
             except jsonschema.SchemaError as exc:
                 raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
             problem = _ref_problem(value, value, "")

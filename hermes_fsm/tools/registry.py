@@ -98,10 +98,10 @@ class Tool:
             self.name, self.description, self.input_schema = c.name, c.description, c.input_schema
             self.timeout_s, self.side_effects = c.timeout_s, c.side_effects
         self.blocking = self.pass_kwargs and not self.inline and not _is_async(self.fn)
-        jsonschema.Draft202012Validator.check_schema(self.input_schema)
+        # the input schema is a valid JSON Schema: the (frozen) ToolContract checked it
         self._validator = jsonschema.Draft202012Validator(
             self.input_schema, format_checker=FORMAT_CHECKER)
-        self._fast_check = _compiled(self.input_schema)
+        self._fast_check = _compiled(self.input_schema, self._validator)
         self._output_check = (_output_checker(self.contract.output_schema)
                               if self.check_output else None)
 
@@ -169,7 +169,7 @@ def _output_checker(schema: dict[str, Any] | None) -> Callable[[Any], str | None
         return lambda out: None if isinstance(out, dict) else (
             f"output does not match the output schema: {type(out).__name__} is not an object")
     validator = jsonschema.Draft202012Validator(schema, format_checker=FORMAT_CHECKER)
-    fast = _compiled(schema)
+    fast = _compiled(schema, validator)
 
     def check(output: Any) -> str | None:
         if fast is not None:
@@ -194,7 +194,7 @@ _NEWER_KEYWORDS = ("prefixItems", "unevaluated", "dependentRequired", "dependent
                    "maxContains")
 
 
-def _compiled(schema: Mapping[str, Any]) -> Any:
+def _compiled(schema: Mapping[str, Any], validator: Any) -> _Compiled | None:
     """A compiled check of ``schema`` (fastjsonschema: ~20× faster than interpreting it), or
     ``None`` — then jsonschema checks alone.
 
@@ -204,10 +204,35 @@ def _compiled(schema: Mapping[str, Any]) -> Any:
     text = json.dumps(schema)
     if any(f'"{word}' in text for word in _NEWER_KEYWORDS):
         return None
-    try:
-        return fastjsonschema.compile(dict(schema), formats=FAST_FORMATS)
-    except Exception:  # an unusual schema: the interpreting validator still handles it
-        return None
+    return _Compiled(schema, validator)
+
+
+class _Compiled:
+    """``schema`` compiled by fastjsonschema on its first call, not when the tool is
+    registered (~2 ms a schema: a CLI process registers ~16 tools and calls one or two).
+    Raises ``fastjsonschema.JsonSchemaException`` for an instance that does not match; a
+    schema fastjsonschema cannot compile is checked by ``validator`` (jsonschema's) instead.
+    """
+
+    __slots__ = ("_check", "_schema", "_validator")
+
+    def __init__(self, schema: Mapping[str, Any], validator: Any) -> None:
+        self._schema, self._validator = schema, validator
+        self._check: Callable[[Any], Any] | None = None
+
+    def __call__(self, instance: Any) -> None:
+        check = self._check
+        if check is None:
+            try:
+                check = fastjsonschema.compile(dict(self._schema), formats=FAST_FORMATS)
+            except Exception:  # an unusual schema: the interpreting validator handles it
+                check = self._interpreted
+            self._check = check
+        check(instance)
+
+    def _interpreted(self, instance: Any) -> None:
+        if not self._validator.is_valid(instance):
+            raise fastjsonschema.JsonSchemaException("does not match the schema")
 
 
 def model_from_signature(fn: Callable[..., Any]) -> type[BaseModel]:
