@@ -147,11 +147,15 @@ async def _past_outcomes(turn: TurnContext) -> str:
     if walked is not None:  # the walk's experience layer: the entities' entries first
         similar = [e for e in walked.experience if e.kind == "tool_call"][:3]
     else:
-        experience = getattr(turn.services.memory, "experience", None)
-        if experience is None or turn.session.domain is not None:  # the log has no domains
+        memory: Any = turn.services.memory
+        experience = getattr(memory, "experience", None)
+        if experience is None:
             return ""
+        domain = turn.session.domain  # in a domain: its entries (and, shared, those of none)
+        scope: dict[str, Any] = {} if domain is None else {
+            "domain": domain, "shared": domain in getattr(memory, "shared_domains", ())}
         try:
-            similar = await experience.similar_outcomes(turn.user_id, turn.text, 3)
+            similar = await experience.similar_outcomes(turn.user_id, turn.text, 3, **scope)
         except MemoryStoreError:
             return ""  # planning works without it; recall already reported its state
     if not similar:

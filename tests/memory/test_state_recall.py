@@ -28,16 +28,41 @@ def renamed_planning(recall: str | None) -> Graph:
 
 
 async def second_turn(make_orchestrator, graph: Graph, memory: InProcessMemory | None = None,
-                      text: str = ASK) -> ScriptedBrain:
-    """Two tool-using turns of u1 asking ``text``; the brain of the second one (the first
-    left its tool outcomes in the experience log)."""
+                      text: str = ASK, domains: tuple[str | None, str | None] = (None, None)
+                      ) -> ScriptedBrain:
+    """Two tool-using turns of u1 asking ``text`` (in sessions of ``domains``: the same
+    session when they are equal); the brain of the second one (the first left its tool
+    outcomes in the experience log)."""
     memory = memory if memory is not None else InProcessMemory()
     orchestrator = make_orchestrator(graph, brain=ScriptedBrain(happy_script()), memory=memory)
-    await orchestrator.run_turn("s1", text, user_id="u1")
+    await orchestrator.run_turn(f"s-{domains[0]}", text, user_id="u1", domain=domains[0])
     brain = ScriptedBrain(happy_script(plan=[PLAN_LOOKUP, PLAN_EMPTY]))
     orchestrator.services.brain = brain
-    await orchestrator.run_turn("s1", text, user_id="u1")
+    await orchestrator.run_turn(f"s-{domains[1]}", text, user_id="u1", domain=domains[1])
     return brain
+
+
+class UnlayeredMemory(InProcessMemory):
+    """A memory with an experience log but no layered ``walk`` (a user's own memory may
+    implement only ``recall``): past outcomes come from the log itself."""
+
+    walk = None
+
+
+async def test_a_domain_session_without_walk_gets_its_domains_past_outcomes(
+        make_orchestrator):
+    brain = await second_turn(make_orchestrator, graph_with(), UnlayeredMemory(),
+                              domains=("retail", "retail"))
+    (plan,) = brain.requests_for("PLANNING")
+    assert PAST in plan.memory and "inventory_lookup" in plan.memory
+
+
+async def test_a_domain_session_without_walk_gets_no_other_domains_past_outcomes(
+        make_orchestrator):
+    brain = await second_turn(make_orchestrator, graph_with(), UnlayeredMemory(),
+                              domains=("retail", "wealth"))
+    (plan,) = brain.requests_for("PLANNING")
+    assert PAST not in plan.memory
 
 
 async def test_the_default_graph_gives_past_outcomes_to_planning_only(make_orchestrator):
