@@ -35,14 +35,20 @@ def current_caller() -> str | None:
     return _CALLER.get()
 
 
-@contextmanager
-def calling_as(user_id: str) -> Iterator[None]:
-    """Run the block as a call made for ``user_id``."""
-    token = _CALLER.set(user_id)
-    try:
-        yield
-    finally:
-        _CALLER.reset(token)
+class calling_as:  # lower case: used as a function, ``with calling_as(user):``
+    """Run the block as a call made for ``user_id`` (a class, not a ``@contextmanager``:
+    every tool call enters it, and a generator costs ~1 µs more)."""
+
+    __slots__ = ("_token", "_user_id")
+
+    def __init__(self, user_id: str) -> None:
+        self._user_id = user_id
+
+    def __enter__(self) -> None:
+        self._token = _CALLER.set(self._user_id)
+
+    def __exit__(self, *exc: object) -> None:
+        _CALLER.reset(self._token)
 
 
 _FACTS: ContextVar[dict[str, Any] | None] = ContextVar("hermes_fsm_call_facts", default=None)

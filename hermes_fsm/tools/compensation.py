@@ -57,8 +57,14 @@ def _contract(registry: ToolRegistry, name: str) -> ToolContract | None:
 
 def compensable(registry: ToolRegistry, calls: Sequence[tuple[str, str, dict[str, Any]]]
                 ) -> bool:
-    """Whether any call of the plan is of a tool with a compensation (cheap)."""
-    return any(_contract(registry, name) is not None for _, name, _ in calls)
+    """Whether any call of the plan is of a tool with a compensation (cheap: every
+    plan asks)."""
+    for _, name, _ in calls:
+        tool = registry.find(name)
+        if tool is not None and tool.contract is not None and \
+                tool.contract.compensation is not None:
+            return True
+    return False
 
 
 async def settle(executor: _Caller, calls: Sequence[tuple[str, str, dict[str, Any]]],
