@@ -46,7 +46,7 @@ class UnlayeredMemory(InProcessMemory):
     """A memory with an experience log but no layered ``walk`` (a user's own memory may
     implement only ``recall``): past outcomes come from the log itself."""
 
-    walk = None
+    walk = None  # type: ignore[assignment]
 
 
 async def test_a_domain_session_without_walk_gets_its_domains_past_outcomes(
