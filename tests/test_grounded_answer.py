@@ -73,8 +73,8 @@ def test_the_answer_schema_names_the_facts_and_forces_a_figure():
     assert not pattern.match("A1001 has 3420 units.")
     assert not pattern.match("A1342 is in stock.")
     assert not pattern.match('342 "quoted"')  # no quote or escape: GBNF-safe, JSON-safe
-    assert pattern.match("x" * 40 + " 342 " + "y" * 40)
-    assert not pattern.match("x" * 60 + " 342")  # bounded: the string closes before the cap
+    assert pattern.match("x" * 70 + " 342 " + "y" * 70)
+    assert not pattern.match("x" * 100 + " 342")  # bounded: the string closes before the cap
     assert not pattern.match("A1001 {f1.x} has 342 units.")  # no placeholder the facts lack
     assert Response.json_schema()["properties"]["evidence"].get("minItems") is None  # a copy
 

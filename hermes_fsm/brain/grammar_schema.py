@@ -65,7 +65,7 @@ def _rewrite_patterns(schema: Any, rewrite: Callable[[str], str | None]) -> Any:
 
 
 def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
-                    max_figures: int = 12, side: int = 48,
+                    max_figures: int = 12, side: int = 80,
                     placeholders: Sequence[str] = (), also: Sequence[str] = ()) -> Any:
     """``schema`` narrowed to ``facts`` (each ``(fact id or alias, its figures)``) when it
     is an answer's (a string ``text`` and a string-list ``evidence``); others come back as
@@ -77,8 +77,9 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
     The forced text has at most ``side`` characters before and after the figure: a small
     model that rambles must close the string before its token cap (SmolLM2 ran into the
     cap mid-string, and the cut JSON was a violation; at 160 it still rambled 300
-    characters, each one a grammar-checked token on a CPU, and at 80 a Chinese answer
-    still ran past a 160-token cap)."""
+    characters, each one a grammar-checked token on a CPU; at 80 a Chinese answer still
+    ran past a 160-token cap, but at 48 a restated schema description was cut short of
+    the contract's echo check and reached the user)."""
     if not answers_with_evidence(schema):
         return schema
     props = schema["properties"]
