@@ -73,8 +73,9 @@ def test_the_answer_schema_names_the_facts_and_forces_a_figure():
     assert not pattern.match("A1001 has 3420 units.")
     assert not pattern.match("A1342 is in stock.")
     assert not pattern.match('342 "quoted"')  # no quote or escape: GBNF-safe, JSON-safe
-    assert pattern.match("x" * 150 + " 342 " + "y" * 150)
-    assert not pattern.match("x" * 200 + " 342")  # bounded: the string closes before the cap
+    assert pattern.match("x" * 70 + " 342 " + "y" * 70)
+    assert not pattern.match("x" * 100 + " 342")  # bounded: the string closes before the cap
+    assert not pattern.match("A1001 {f1.x} has 342 units.")  # no placeholder the facts lack
     assert Response.json_schema()["properties"]["evidence"].get("minItems") is None  # a copy
 
 
@@ -90,12 +91,13 @@ def test_the_brain_sends_the_grounded_schema_and_the_facts_block():
     brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", structured_output="json_object_schema")
     body = brain._body(_request(), stream=False)
     sent = body["response_format"]["schema"]
-    assert sent["properties"]["evidence"]["items"]["enum"] == [FACT_ID]
+    assert sent["properties"]["evidence"]["items"]["enum"] == ["f1"]  # the fact's alias
     assert "342" in sent["properties"]["text"]["pattern"]
     user = body["messages"][-1]["content"]
-    assert f"- {FACT_ID}: tool inventory_lookup; output.sku A1001;" in user
-    assert "output.quantity 342" in user
-    assert "(one of: 342)" in user
+    assert "- f1 (inventory_lookup): {f1.sku} = A1001;" in user
+    assert "{f1.quantity} = 342" in user
+    assert "write {f1.quantity} where the number goes" in user
+    assert FACT_ID not in user  # the long id is not the model's to copy
 
 
 def test_the_facts_block_is_only_for_an_answer_with_facts():

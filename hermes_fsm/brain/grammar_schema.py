@@ -26,14 +26,17 @@ left free cites ``fact-1`` and writes "The answer is in stock".
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
            "turn_facts", "without_patterns"]
 
-_TEXT = '[^"\\\\\\n]'  # a character of a JSON string without escapes: GBNF-safe
-_EDGE = '[^"\\\\\\n0-9A-Za-z_.,]'  # one that may stand beside a whole number
+_EDGE = '[^"\\\\\\n{}0-9A-Za-z_.,]'  # one that may stand after a whole number
+# and before one: not a hyphen either ("1-0" is no 0 to the contract, nor "A1-0")
+_LEAD = '[^"\\\\\\n{}0-9A-Za-z_.,-]'
+_FREE = '[^"\\\\\\n{}]'  # free text of a grounded answer: no escape, no placeholder brace
 
 
 def without_patterns(schema: Any) -> Any:
@@ -62,13 +65,21 @@ def _rewrite_patterns(schema: Any, rewrite: Callable[[str], str | None]) -> Any:
 
 
 def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
-                    max_figures: int = 12, side: int = 160) -> Any:
-    """``schema`` narrowed to ``facts`` (each ``(fact id, its figures)``) when it is an
-    answer's (a string ``text`` and a string-list ``evidence``); others come back as they
-    are. Figures beyond ``max_figures`` distinct ones are not forced (the contract still
-    asks for one). The forced text has at most ``side`` characters before and after the
-    figure: a small model that rambles must close the string before its token cap (SmolLM2
-    ran into the cap mid-string, and the cut JSON was a violation)."""
+                    max_figures: int = 12, side: int = 80,
+                    placeholders: Sequence[str] = (), also: Sequence[str] = ()) -> Any:
+    """``schema`` narrowed to ``facts`` (each ``(fact id or alias, its figures)``) when it
+    is an answer's (a string ``text`` and a string-list ``evidence``); others come back as
+    they are. Figures beyond ``max_figures`` distinct ones are not forced (the contract
+    still asks for one). ``placeholders`` (``{f1.quantity}``, see
+    :mod:`hermes_fsm.brain.fact_alias`) are the other way to write a figure: the text
+    holds one of the figures or one of them, and after it at most one more placeholder of
+    ``also`` (a fact's other values); no other brace, so no placeholder the facts lack.
+    The forced text has at most ``side`` characters before and after the figure: a small
+    model that rambles must close the string before its token cap (SmolLM2 ran into the
+    cap mid-string, and the cut JSON was a violation; at 160 it still rambled 300
+    characters, each one a grammar-checked token on a CPU; at 80 a Chinese answer still
+    ran past a 160-token cap, but at 48 a restated schema description was cut short of
+    the contract's echo check and reached the user)."""
     if not answers_with_evidence(schema):
         return schema
     props = schema["properties"]
@@ -82,12 +93,33 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
     wanted: list[str] = []
     for _, numbers in facts:
         wanted += [n for n in numbers if n not in wanted]
+    branches = []
     if wanted and len(wanted) <= max_figures and all(_plain(n) for n in wanted):
         figures = "|".join(n.replace(".", "[.]") for n in wanted)
+        branches.append(f"({_FREE}{{0,{side}}}{_LEAD})?({figures})({_EDGE}{_FREE}{{0,{side}}})?")
+    holders = [h for h in placeholders if _PLAIN_HOLDER.fullmatch(h)]
+    if branches and holders:  # a placeholder needs no edge: its braces are one
+        free = f"{_FREE}{{0,{side}}}"
+        branch = f"{free}({_written(holders)}){free}"
+        more = [h for h in also if _PLAIN_HOLDER.fullmatch(h)]
+        if more:
+            branch += f"(({_written(more)}){free})?"
+        branches.append(branch)
+    if branches:
         out["properties"]["text"] = {
             **{k: v for k, v in props["text"].items() if k not in ("minLength", "maxLength")},
-            "pattern": f"^({_TEXT}{{0,{side}}}{_EDGE})?({figures})({_EDGE}{_TEXT}{{0,{side}}})?$"}
+            "pattern": f"^({'|'.join(branches)})$" if len(branches) > 1
+            else f"^{branches[0]}$"}
     return out
+
+
+def _written(holders: Sequence[str]) -> str:
+    """Placeholders as a pattern's alternatives, their braces and dots in classes."""
+    return "|".join("".join(c if c.isalnum() or c == "_" else f"[{c}]" for c in h)
+                    for h in holders)
+
+
+_PLAIN_HOLDER = re.compile(r"\{[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)?\}")
 
 
 def answers_with_evidence(schema: Any) -> bool:

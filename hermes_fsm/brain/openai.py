@@ -48,7 +48,14 @@ import httpx
 
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.grammar_schema import grammar_patterns, grounded_schema, turn_facts
-from hermes_fsm.brain.prompt import answer_field, chat_messages, strip_fences, summary_messages
+from hermes_fsm.brain.node_schema import graph_nodes_schema, node_ids
+from hermes_fsm.brain.prompt import (
+    answer_field,
+    chat_messages,
+    request_aliases,
+    strip_fences,
+    summary_messages,
+)
 from hermes_fsm.brain.protocol import BrainReply, BrainRequest, SummaryRequest
 from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.contracts.grounding import figures
@@ -187,7 +194,11 @@ class OpenAIBrain:
             source: str | None = "server" if usage else None
             if stream and not usage:
                 usage, source = await self._counted_usage(body, content, chunks)
-            return BrainReply(strip_fences(content), usage, usage_source=source)
+            output = strip_fences(content)
+            aliases = request_aliases(request)
+            if aliases is not None:  # the fact ids and values, for the contract's check
+                output = aliases.resolve(output)
+            return BrainReply(output, usage, usage_source=source)
 
     async def summarize(self, request: SummaryRequest) -> str:
         """Ask the model to fold ``request.messages`` into the rolling summary.
@@ -240,16 +251,26 @@ class OpenAIBrain:
             request, system_role=self.system_role)}
         # a plan's calls narrowed to the offered tools: constrained decoding names no other
         schema = offered_tools_schema(request.schema, request.tools)
-        # an answer narrowed to the turn's facts: it cites them and writes one of their figures
-        facts = [(fact_id, figures(content)) for fact_id, content in turn_facts(request.outputs)]
+        # a memory update's node narrowed to the graph's: it names one that exists, or none
+        schema = graph_nodes_schema(schema, node_ids(request.conversation))
+        # an answer narrowed to the turn's facts, by alias: it cites them and writes one of
+        # their figures, or a placeholder that :meth:`decide` fills with one
+        aliases = request_aliases(request)
+        facts = [] if aliases is None else [
+            (alias, figures(content))
+            for alias, (_, content) in zip(aliases.ids, turn_facts(request.outputs), strict=True)]
+        holders = () if aliases is None else aliases.with_figures()
+        others = () if aliases is None else aliases.shown
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
-                "name": request.contract_name, "schema": grounded_schema(schema, facts)}}
+                "name": request.contract_name,
+                "schema": grounded_schema(schema, facts, placeholders=holders,
+                                          also=others)}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
             # its grammar parser takes no regex escapes: patterns in GBNF's classes (or left
             # to the contract's check)
             body["response_format"] = {"type": "json_object", "schema": grounded_schema(
-                grammar_patterns(schema), facts)}
+                grammar_patterns(schema), facts, placeholders=holders, also=others)}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:
@@ -287,8 +308,10 @@ class OpenAIBrain:
         """The streamed answer, the usage the server reported (``{}`` if none) and the
         number of content chunks."""
         on_token = request.on_token if answer_field(request.schema) else None
+        aliases = request_aliases(request) if on_token is not None else None
         for attempt in range(self.max_retries + 1):
             answer = AnswerTextStream()
+            filler = aliases.stream() if aliases is not None else None
             pieces: list[str] = []
             usage: dict[str, int] = {}
             try:
@@ -313,8 +336,13 @@ class OpenAIBrain:
                             if delta:
                                 pieces.append(delta)
                                 text = answer.feed(delta) if on_token else ""
+                                if text and filler is not None:
+                                    text = filler.feed(text)
                                 if text and on_token is not None:
                                     on_token(text)
+                    rest = filler.flush() if filler is not None else ""
+                    if rest and on_token is not None:
+                        on_token(rest)
             except httpx.TransportError as exc:
                 if pieces:  # half an answer already streamed: let the engine retry the state
                     raise RetryableError(f"{redact_url(self.endpoint)}: the stream broke off: "

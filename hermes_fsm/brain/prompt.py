@@ -29,14 +29,15 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from hermes_fsm.brain.fact_alias import FactAliases
 from hermes_fsm.brain.grammar_schema import answers_with_evidence, turn_facts
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
-from hermes_fsm.contracts.grounding import figures
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "facts_block", "history_block", "input_block", "memory_block", "outputs_block",
-           "plans_tools", "repair_message", "resources_block", "shown_outputs", "strip_fences",
-           "summary_block", "summary_messages", "system_parts", "system_prompt", "tools_block"]
+           "plans_tools", "repair_message", "request_aliases", "resources_block",
+           "shown_outputs", "strip_fences", "summary_block", "summary_messages", "system_parts",
+           "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -101,7 +102,7 @@ CONTRACT_HINTS: dict[str, str] = {
     "response": "Write in `text` the answer itself, as the user should read it: one or two "
                 "sentences in the user's language, with the numbers and names from the "
                 "results of earlier steps. Do not describe the question, the schema or "
-                "yourself. Put the ids of the facts you used in `evidence`.",
+                "yourself. Put the names of the facts you used in `evidence`.",
     "memory_commit": "Usually there is nothing to remember: reply {\"memory_updates\": []}. "
                      "confidence is a number from 0 to 1.",
 }
@@ -182,24 +183,28 @@ def tools_block(tools: Sequence[ToolDescription]) -> str:
 
 def facts_block(request: BrainRequest) -> str:
     """For an answer (a contract with ``text`` and ``evidence``): the turn's facts, one line
-    each, as a small model can copy them — the id to cite, then each value by its key
-    ("" for other requests, or without facts)."""
-    if not answers_with_evidence(request.schema):
+    each, under their aliases (``f1`` …, :mod:`hermes_fsm.brain.fact_alias`), each value
+    with the placeholder that writes it ("" for other requests, or without facts)."""
+    aliases = request_aliases(request)
+    if aliases is None:
         return ""
-    facts = turn_facts(request.outputs)
-    if not facts:
-        return ""
-    lines = [FACTS_HEADER]
-    for fact_id, content in facts:
-        lines.append(f"- {fact_id}: {_flat(content)}")
-    wanted = [n for _, content in facts for n in figures(content)]
+    lines = [FACTS_HEADER.format(names=", ".join(aliases.ids)), *aliases.lines]
+    wanted = aliases.with_figures()
     if wanted:
-        lines.append("Write the figure the user asked for (one of: "
-                     f"{', '.join(dict.fromkeys(wanted))}) in `text`, exactly as it is.")
+        lines.append(f"In `text`, write {' or '.join(wanted[:4])} where the number goes.")
     return "\n".join(lines)
 
 
-FACTS_HEADER = "Facts of this turn (cite their ids in `evidence`):"
+FACTS_HEADER = "Facts of this turn ({names}; cite them in `evidence`):"
+
+
+def request_aliases(request: BrainRequest) -> FactAliases | None:
+    """The aliases of the turn's facts for an answer's request (``None`` for another
+    contract, or without facts)."""
+    if not answers_with_evidence(request.schema):
+        return None
+    facts = turn_facts(request.outputs)
+    return FactAliases.of(facts) if facts else None
 
 
 def shown_outputs(request: BrainRequest) -> Mapping[str, Any]:
@@ -234,7 +239,11 @@ def repair_message(request: BrainRequest) -> str:
     """On a retry, why the previous output was refused ("" on a first attempt)."""
     if request.repair is None:
         return ""
-    return (f"Attempt {request.attempt}. {request.repair.text()}\n"
+    why = request.repair.text()
+    aliases = request_aliases(request)  # the refusal names facts as the prompt does
+    if aliases is not None:
+        why = aliases.speak(why)
+    return (f"Attempt {request.attempt}. {why}\n"
             "Reply again with one corrected JSON object only.")
 
 

@@ -22,7 +22,12 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["figures", "numbers_in", "states_figure"]
+__all__ = ["FACT_PLACEHOLDER", "figures", "numbers_in", "states_figure"]
+
+FACT_PLACEHOLDER = re.compile(r"\{(f[0-9]+)(?:\.([A-Za-z0-9_]+))?\}")
+"""A placeholder for a fact's value, as a model-backed brain has an answer write it
+(``{f1}``, ``{f1.quantity}``; :mod:`hermes_fsm.brain.fact_alias` fills it): one left in an
+answer named no value of the turn, and the Response contract refuses it."""
 
 # a number not inside a word or a code: CJK around it is fine ("还有342件"), "A1001" is not
 _NUMBER = re.compile(r"(?<![A-Za-z0-9_.,])(?<![A-Za-z0-9]-)(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?"

@@ -23,7 +23,7 @@ from pydantic import Field, ValidationInfo, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from hermes_fsm.contracts.base import Contract
-from hermes_fsm.contracts.grounding import states_figure
+from hermes_fsm.contracts.grounding import FACT_PLACEHOLDER, states_figure
 
 __all__ = [
     "STATE_CONTRACTS",
@@ -293,6 +293,11 @@ class Response(Contract):
         if echoed:
             raise ValueError(f"the answer restates the schema's description ({echoed[0]!r}) "
                              "instead of answering; answer the user's message")
+        unfilled = FACT_PLACEHOLDER.search(value)
+        if unfilled:
+            raise ValueError(f"the answer has the placeholder {unfilled.group(0)}, which names "
+                             "no value of this turn's facts; write only placeholders the facts "
+                             "list")
         return value
 
     @field_validator("evidence")
