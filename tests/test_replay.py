@@ -584,3 +584,29 @@ def test_rerun_fails_on_duplicated_or_shuffled_events(tmp_path, how):
     (result,) = Replayer().rerun_all([path])
 
     assert not result.ok and f"corrupt.jsonl:{number}:" in (result.error or "")
+
+
+def test_a_recording_of_a_streamed_answer_reruns_without_divergence(tmp_path):
+    """A streamed RESPONSE leaves token_chunk events in its recording; the rerun's brain
+    answers from the recorded output at once (nothing streams), so the chunks are how the
+    text arrived, not behaviour to compare (they failed every rerun of a streamed turn)."""
+    lines = (GOLDEN / "inventory_en.jsonl").read_text(encoding="utf-8").splitlines()
+    index = next(i for i, line in enumerate(lines)
+                 if '"kind":"brain_call"' in line and '"state":"RESPONSE"' in line)
+    call = json.loads(lines[index])
+    chunks = [json.dumps({"kind": "token_chunk", "session_id": call["session_id"],
+                          "turn_id": call["turn_id"], "seq": call["seq"], "at": call["at"],
+                          "state": "RESPONSE", "text": piece}, separators=(",", ":"))
+              for piece in ("There are ", "342 units")]
+    path = tmp_path / "streamed.jsonl"
+    events = [json.loads(line) for line in lines[1:index]] + [json.loads(c) for c in chunks] \
+        + [json.loads(line) for line in lines[index:]]
+    first = events[0]["seq"]
+    for n, event in enumerate(events):  # numbered one by one again, the chunks included
+        event["seq"] = first + n
+    path.write_text("\n".join([lines[0], *(json.dumps(e, separators=(",", ":"))
+                                           for e in events)]) + "\n", encoding="utf-8")
+    recording = load_recording(path)
+    assert sum(e.kind == "token_chunk" for e in recording.events) == 2
+    result = Replayer().rerun(recording, raise_on_failure=False)
+    assert result.ok and result.divergences == [], result.divergences

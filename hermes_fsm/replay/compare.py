@@ -37,8 +37,10 @@ _VOLATILE = frozenset({"session_id", "turn_id", "seq", "at", "duration_ms", "bra
 # ``tools_offered`` / ``prompt_loaded`` / ``resources_read`` say what a brain request was
 # given (toolsets, MCP prompts and resources), as ``context_built`` does: the replay brain
 # answers from the recording whatever it is given, and a rerun reaches no MCP server.
+# ``token_chunk``: how a streamed answer arrived, piece by piece; the replay brain answers
+# with the recorded output at once, and the answer itself is compared (``state_output``).
 NOT_COMPARED = frozenset({"context_built", "tool_version_chosen", "tool_canary_rolled_back",
-                          "tools_offered", "prompt_loaded", "resources_read"})
+                          "tools_offered", "prompt_loaded", "resources_read", "token_chunk"})
 
 
 @dataclass(frozen=True)
