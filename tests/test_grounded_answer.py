@@ -147,3 +147,21 @@ def test_the_contract_refuses_an_answer_citing_a_fact_without_its_figure():
     assert Response.model_validate({"text": "Hello!", "evidence": []}, context=context)
     no_figures = {"fact_ids": {"f"}, "fact_figures": {"f": []}}
     assert Response.model_validate({"text": "Done.", "evidence": ["f"]}, context=no_figures)
+
+
+def test_the_prompt_shows_an_answers_schema_without_the_descriptions_a_model_copies():
+    # SmolLM2 answered "The answer, with evidence references that must name facts of this
+    # turn." (the Response docstring, as the schema's description) in 17 of 27 refusals
+    from hermes_fsm.brain.prompt import system_prompt
+    from hermes_fsm.contracts.states import Intent
+
+    prompt = system_prompt(_request())
+    assert (Response.__doc__ or "").strip() not in prompt
+    assert "Ids of the facts" not in prompt and '"title"' not in prompt
+    assert '"evidence"' in prompt and '"text"' in prompt  # the schema itself is there
+    assert (Response.__doc__ or "").strip() in json.dumps(Response.json_schema())  # kept elsewhere
+    # other contracts keep theirs: their descriptions say what a field means
+    intent = system_prompt(_request(state="INTENT", contract_name="intent",
+                                    schema=Intent.json_schema()))
+    described = json.dumps(Intent.json_schema(), ensure_ascii=False, separators=(",", ":"))
+    assert described in intent

@@ -35,9 +35,9 @@ from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescript
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "facts_block", "history_block", "input_block", "memory_block", "outputs_block",
-           "plans_tools", "repair_message", "request_aliases", "resources_block",
-           "shown_outputs", "strip_fences", "summary_block", "summary_messages", "system_parts",
-           "system_prompt", "tools_block"]
+           "plans_tools", "prompt_schema", "repair_message", "request_aliases",
+           "resources_block", "shown_outputs", "strip_fences", "summary_block",
+           "summary_messages", "system_parts", "system_prompt", "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -59,7 +59,8 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
     cached = _SYSTEM.get(key)
     if cached is not None and cached[0] is request.schema:
         return cached[1], clock_block(request.now)
-    schema = json.dumps(request.schema, ensure_ascii=False, separators=(",", ":"))
+    schema = json.dumps(prompt_schema(request.schema), ensure_ascii=False,
+                        separators=(",", ":"))
     text = (
         f"You are the {request.state} step of an agent that answers a user. "
         f"Reply with exactly one JSON object that satisfies this JSON Schema "
@@ -72,6 +73,37 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
     return text, clock_block(request.now)
+
+
+def prompt_schema(schema: Any) -> Any:
+    """The contract schema as the prompt shows it: an answer's (see
+    :func:`~hermes_fsm.brain.grammar_schema.answers_with_evidence`) without its
+    ``description`` and ``title`` texts, which a small model copies into ``text`` instead of
+    answering (17 of 27 refused RESPONSE outputs of SmolLM2 in ``bench/real_model.py``
+    restated "The answer, with evidence references that must name facts of this turn.");
+    the hint (:data:`CONTRACT_HINTS`) says what to write. Other schemas come back as they
+    are. The Response contract still refuses an answer that restates them.
+
+    >>> prompt_schema({"type": "object", "description": "The answer.", "properties": {
+    ...     "text": {"type": "string", "title": "Text"},
+    ...     "evidence": {"type": "array", "items": {"type": "string"}, "description": "Ids."}}})
+    ... # doctest: +NORMALIZE_WHITESPACE
+    {'type': 'object', 'properties': {'text': {'type': 'string'},
+     'evidence': {'type': 'array', 'items': {'type': 'string'}}}}
+    """
+    return _without_texts(schema) if answers_with_evidence(schema) else schema
+
+
+def _without_texts(schema: Any) -> Any:
+    if isinstance(schema, list):
+        return [_without_texts(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    return {key: ({name: _without_texts(sub) for name, sub in value.items()}
+                  if key == "properties" and isinstance(value, dict) else _without_texts(value))
+            for key, value in schema.items()
+            if key == "properties" or not (key in ("description", "title")
+                                           and isinstance(value, str))}
 
 
 def clock_block(now: datetime | None) -> str:
