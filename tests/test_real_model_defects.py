@@ -70,6 +70,13 @@ def test_the_response_refuses_blank_text_and_the_schemas_own_words(text):
     assert "blank" in str(caught.value) or "restates the schema" in str(caught.value)
 
 
+def test_the_response_refuses_an_answer_that_restates_the_last_refusal():
+    # SmolLM2's answer on a retry, from bench/real_model.py (turn 19)
+    said = "Your message was refused by contract response@1.0.0: Your JSON Schema ..."
+    with pytest.raises(ValidationError, match="restates why the previous attempt"):
+        Response.model_validate({"text": said, "evidence": []})
+
+
 def test_the_response_takes_a_real_answer():
     assert Response.model_validate({"text": "342 units are left.", "evidence": []}).text
 

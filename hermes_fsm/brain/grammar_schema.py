@@ -90,6 +90,9 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
         return out
     evidence["items"] = {"type": "string", "enum": [fact_id for fact_id, _ in facts]}
     evidence["minItems"] = 1
+    # each fact once at most: SmolLM2 wrote "f1", "f1", … until the token cap cut the JSON
+    # (grammars enforce maxItems; uniqueItems they do not)
+    evidence["maxItems"] = len(facts)
     wanted: list[str] = []
     for _, numbers in facts:
         wanted += [n for n in numbers if n not in wanted]

@@ -293,6 +293,10 @@ class Response(Contract):
         if echoed:
             raise ValueError(f"the answer restates the schema's description ({echoed[0]!r}) "
                              "instead of answering; answer the user's message")
+        if f"{cls.contract_name}@" in value.lower():
+            raise ValueError(f"the answer restates why the previous attempt was refused (it "
+                             f"names the contract {cls.contract_name}) instead of answering; "
+                             "answer the user's message")
         unfilled = FACT_PLACEHOLDER.search(value)
         if unfilled:
             raise ValueError(f"the answer has the placeholder {unfilled.group(0)}, which names "
