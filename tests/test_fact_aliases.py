@@ -231,3 +231,31 @@ def test_a_memory_update_can_only_target_a_node_of_the_graph():
     gbnf = llama_grammar.json_schema_to_gbnf(json.dumps(without_patterns(narrowed)))
     assert '"ent_1"' in gbnf.replace('\\"', '"')
     assert llama_grammar.LlamaGrammar.from_string(gbnf, verbose=False) is not None
+
+
+def test_a_memory_commit_request_bounds_its_updates_and_their_strings():
+    """Gemma 3 wrote "tool:get_inventory:…-la-la-la…" or 15 updates of B2001…B2014 until the
+    token cap cut the JSON (10 of 11 refused MEMORY_COMMITs): the grammar bounds both."""
+    from hermes_fsm.brain.node_schema import MEMORY_TEXT_MAX, MEMORY_UPDATES_MAX, bounded_pattern
+    from hermes_fsm.brain.protocol import BrainRequest
+    from hermes_fsm.contracts.states import MemoryCommit, MemoryUpdate
+
+    brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", structured_output="json_object_schema")
+    request = BrainRequest(state="MEMORY_COMMIT", contract_name="memory_commit",
+                           schema=MemoryCommit.json_schema(), text="hi", user_id="u")
+    sent = brain._body(request, stream=False)["response_format"]["schema"]
+    assert sent["properties"]["memory_updates"]["maxItems"] == MEMORY_UPDATES_MAX
+    update = sent["$defs"]["MemoryUpdate"]["properties"]
+    assert update["key"]["maxLength"] == MEMORY_TEXT_MAX
+    pattern = re.compile(update["evidence_source"]["pattern"])  # GBNF's classes: Python's too
+    assert "+" not in update["evidence_source"]["pattern"]
+    assert "*" not in update["evidence_source"]["pattern"]
+    assert pattern.match("tool:get_inventory:hz_xh_001:IP15-128")
+    assert not pattern.match("tool:get_inventory:" + "-la" * 40)  # cut before the cap
+    assert "maxItems" not in MemoryCommit.json_schema()["properties"]["memory_updates"]
+    contract = MemoryUpdate.model_fields["evidence_source"].metadata
+    assert any("+" in str(m) for m in contract)  # the contract keeps its own pattern
+    assert bounded_pattern(r"[+*]\d+(a|b)*") == r"[+*]\d{1,48}(a|b){0,4}"
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    assert llama_grammar.LlamaGrammar.from_json_schema(json.dumps(sent), verbose=False)

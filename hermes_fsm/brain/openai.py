@@ -48,7 +48,7 @@ import httpx
 
 from hermes_fsm._internal.redact import redact, redact_url, register_secret, register_url
 from hermes_fsm.brain.grammar_schema import grammar_patterns, grounded_schema, turn_facts
-from hermes_fsm.brain.node_schema import graph_nodes_schema, node_ids
+from hermes_fsm.brain.node_schema import bounded_memory_schema, graph_nodes_schema, node_ids
 from hermes_fsm.brain.prompt import (
     answer_field,
     chat_messages,
@@ -253,6 +253,8 @@ class OpenAIBrain:
         schema = offered_tools_schema(request.schema, request.tools)
         # a memory update's node narrowed to the graph's: it names one that exists, or none
         schema = graph_nodes_schema(schema, node_ids(request.conversation))
+        # and bounded: a model that repeats itself closes the JSON before the token cap
+        schema = bounded_memory_schema(schema)
         # an answer narrowed to the turn's facts, by alias: it cites them and writes one of
         # their figures, or a placeholder that :meth:`decide` fills with one
         aliases = request_aliases(request)
