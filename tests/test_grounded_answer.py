@@ -83,7 +83,9 @@ def test_the_answer_schema_names_the_facts_and_forces_a_figure():
 def test_without_facts_the_answer_cites_nothing_and_other_schemas_are_unchanged():
     schema = grounded_schema(Response.json_schema(), [])
     assert schema["properties"]["evidence"]["maxItems"] == 0
-    assert "pattern" not in schema["properties"]["text"]
+    free = re.compile(schema["properties"]["text"]["pattern"])  # free, bounded, JSON-safe
+    assert free.match("Hello! How can I help?") and free.match("你好，我能帮你什么？")
+    assert not free.match("x" * 161) and not free.match("")
     other = {"type": "object", "properties": {"intent_type": {"type": "string"}}}
     assert grounded_schema(other, [(FACT_ID, ["1"])]) is other
 
@@ -166,3 +168,19 @@ def test_the_prompt_shows_an_answers_schema_without_the_descriptions_a_model_cop
                                     schema=Intent.json_schema()))
     described = json.dumps(Intent.json_schema(), ensure_ascii=False, separators=(",", ":"))
     assert described in intent
+
+
+@pytest.mark.parametrize("facts", [[], [(FACT_ID, ["342"])],
+                                   [(FACT_ID, [str(n) for n in range(20)])]],
+                         ids=["no facts", "a figure", "too many figures to force"])
+def test_an_answers_text_cannot_hold_a_raw_control_character(facts):
+    # llama-cpp-python's own string rule is [^"\\]: Gemma 3 wrote "I prefer short
+    # answers.\nYou are the response step…" (no JSON) in 12 RESPONSE outputs
+    schema = grounded_schema(Response.json_schema(), facts)
+    pattern = re.compile(schema["properties"]["text"]["pattern"])
+    assert pattern.match("A1001 has 342 units left.")
+    for control in ("\n", "\r", "\t", "\x00", "\x1f"):
+        assert not pattern.match(f"A1001 has 342{control} units left."), repr(control)
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    assert llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)

@@ -33,10 +33,13 @@ from typing import Any
 __all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
            "turn_facts", "without_patterns"]
 
-_EDGE = '[^"\\\\\\n{}0-9A-Za-z_.,]'  # one that may stand after a whole number
+_EDGE = '[^"\\\\\\x00-\\x1F{}0-9A-Za-z_.,]'  # one that may stand after a whole number
 # and before one: not a hyphen either ("1-0" is no 0 to the contract, nor "A1-0")
-_LEAD = '[^"\\\\\\n{}0-9A-Za-z_.,-]'
-_FREE = '[^"\\\\\\n{}]'  # free text of a grounded answer: no escape, no placeholder brace
+_LEAD = '[^"\\\\\\x00-\\x1F{}0-9A-Za-z_.,-]'
+_FREE = '[^"\\\\\\x00-\\x1F{}]'  # free text of a grounded answer: no escape, no placeholder brace
+# (nor a raw control character: llama-cpp-python's own JSON string rule, [^"\\], lets a
+# model write a raw newline, which is no JSON; Gemma 3 did in 12 refused RESPONSE outputs,
+# so an answer's text always has a pattern, bounded even without facts: see _free_text)
 
 
 def without_patterns(schema: Any) -> Any:
@@ -87,7 +90,7 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
     evidence = out["properties"]["evidence"]
     if not facts:
         evidence["maxItems"] = 0
-        return out
+        return _free_text(out, props["text"], side)
     evidence["items"] = {"type": "string", "enum": [fact_id for fact_id, _ in facts]}
     evidence["minItems"] = 1
     # each fact once at most: SmolLM2 wrote "f1", "f1", … until the token cap cut the JSON
@@ -113,7 +116,17 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
             **{k: v for k, v in props["text"].items() if k not in ("minLength", "maxLength")},
             "pattern": f"^({'|'.join(branches)})$" if len(branches) > 1
             else f"^{branches[0]}$"}
-    return out
+        return out
+    return _free_text(out, props["text"], side)
+
+
+def _free_text(schema: dict[str, Any], text: Mapping[str, Any], side: int) -> dict[str, Any]:
+    """``schema`` with its answer's ``text`` free but bounded (``2 * side`` characters) and
+    JSON-safe: no quote, escape or raw control character (see :data:`_FREE`)."""
+    schema["properties"]["text"] = {
+        **{k: v for k, v in text.items() if k not in ("minLength", "maxLength")},
+        "pattern": f"^{_FREE}{{1,{2 * side}}}$"}
+    return schema
 
 
 def _written(holders: Sequence[str]) -> str:
