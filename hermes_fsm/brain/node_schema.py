@@ -82,15 +82,13 @@ def bounded_memory_schema(schema: Mapping[str, Any]) -> Any:
         return schema
     out = copy.deepcopy(dict(schema))
     out["properties"]["memory_updates"]["maxItems"] = MEMORY_UPDATES_MAX
-    bounded = out["$defs"]["MemoryUpdate"]["properties"]
-    for name, field in bounded.items():
+    for field in out["$defs"]["MemoryUpdate"]["properties"].values():
         if not isinstance(field, dict):
             continue
         if isinstance(field.get("pattern"), str):
             field["pattern"] = bounded_pattern(field["pattern"])
         elif field.get("type") == "string" and "enum" not in field:
             field["maxLength"] = min(field.get("maxLength", MEMORY_TEXT_MAX), MEMORY_TEXT_MAX)
-        bounded[name] = field
     return out
 
 
