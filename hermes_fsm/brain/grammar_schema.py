@@ -112,20 +112,24 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
             branch += f"(({_written(more)}){free})?"
         branches.append(branch)
     if branches:
-        out["properties"]["text"] = {
-            **{k: v for k, v in props["text"].items() if k not in ("minLength", "maxLength")},
-            "pattern": f"^({'|'.join(branches)})$" if len(branches) > 1
-            else f"^{branches[0]}$"}
-        return out
+        return _text_pattern(out, props["text"], f"^({'|'.join(branches)})$"
+                             if len(branches) > 1 else f"^{branches[0]}$")
     return _free_text(out, props["text"], side)
 
 
 def _free_text(schema: dict[str, Any], text: Mapping[str, Any], side: int) -> dict[str, Any]:
     """``schema`` with its answer's ``text`` free but bounded (``2 * side`` characters) and
     JSON-safe: no quote, escape or raw control character (see :data:`_FREE`)."""
+    return _text_pattern(schema, text, f"^{_FREE}{{1,{2 * side}}}$")
+
+
+def _text_pattern(schema: dict[str, Any], text: Mapping[str, Any], pattern: str
+                  ) -> dict[str, Any]:
+    """``schema`` with its answer's ``text`` held to ``pattern`` (which bounds the length:
+    a grammar takes no length beside a pattern)."""
     schema["properties"]["text"] = {
         **{k: v for k, v in text.items() if k not in ("minLength", "maxLength")},
-        "pattern": f"^{_FREE}{{1,{2 * side}}}$"}
+        "pattern": pattern}
     return schema
 
 
