@@ -142,15 +142,16 @@ def _schema_text(answer: str) -> bool:
 
 
 async def _run(config_path: Path, turns: int, violations: Path | None = None,
-               minutes: float | None = None) -> list[Any]:
+               minutes: float | None = None, first: int = 1) -> list[Any]:
     orchestrator = build_orchestrator(load_config(config_path, environ={}), sinks=())
     results = []
     deadline = time.monotonic() + minutes * 60 if minutes else None
     dump = violations.open("w", encoding="utf-8") if violations is not None else None
     async with orchestrator:
-        for i, turn in enumerate(TURNS[:turns]):
+        for i, turn in enumerate(TURNS[first - 1:first - 1 + turns], start=first - 1):
             if deadline is not None and time.monotonic() > deadline:
-                print(f"  --minutes {minutes:g} ran out: {i} of {turns} turns run", flush=True)
+                print(f"  --minutes {minutes:g} ran out: {i - first + 1} of {turns} turns run",
+                      flush=True)
                 break
             text, expect = turn.text, turn.expect
             started = time.perf_counter()
@@ -225,6 +226,9 @@ def main() -> None:
                         help="smollm2 (SmolLM2-135M, default), gemma3 (Gemma 3 270M) or a GGUF "
                              "file")
     parser.add_argument("--turns", type=int, default=len(TURNS), help="how many of the 40")
+    parser.add_argument("--first", type=int, default=1, choices=range(1, len(TURNS), 5),
+                        metavar="N", help="start at turn N, the first of one of the 5-turn "
+                                          "sessions (1, 6, 11, …, 36)")
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp --n_threads")
     parser.add_argument("--fallback", action="store_true",
                         help="the rules brain answers RESPONSE's last attempt after refusals")
@@ -244,7 +248,8 @@ def main() -> None:
         model = Path("rules")
         with tempfile.TemporaryDirectory() as tmp:
             config = _config("http://127.0.0.1:9/v1", args.setup, Path(tmp), False)
-            results = asyncio.run(_run(config, args.turns, args.violations))
+            results = asyncio.run(_run(config, args.turns, args.violations,
+                                       first=args.first))
         _report(results, args.setup, model)
         return
     model = MODELS[args.model]() if args.model in MODELS else Path(args.model)
@@ -257,7 +262,8 @@ def main() -> None:
                              args.state_timeout, args.budget,
                              system_role="gemma" not in model.name.lower(),
                              response_tokens=args.response_tokens)
-            results = asyncio.run(_run(config, args.turns, args.violations, args.minutes))
+            results = asyncio.run(_run(config, args.turns, args.violations, args.minutes,
+                                       args.first))
             if process.poll() is not None:
                 print(f"llama_cpp.server died during the run (exit {process.returncode}); "
                       "the turns after that are failures of the server, not of the model",

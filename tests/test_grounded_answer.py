@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import UTC, datetime
 
 import pytest
 from pydantic import ValidationError
@@ -184,3 +185,68 @@ def test_an_answers_text_cannot_hold_a_raw_control_character(facts):
     llama_grammar = pytest.importorskip(
         "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
     assert llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
+def _report(tool: str, output: dict[str, object]) -> ResultReport:
+    return ResultReport.model_validate({"facts": [{
+        "id": FACT_ID, "source": "t1-s3-c1", "content": {"tool": tool, "output": output}}],
+        "violations": [], "needs_more_tools": False})
+
+
+REMINDERS = _report("list_reminders", {"reminders": [
+    {"id": "r1", "text": "call Bob", "due": "2026-12-05T09:00:00+00:00"},
+    {"id": "r2", "text": "给李雷打电话", "due": "2026-12-05T10:00:00+00:00"}], "total": 2})
+REMINDER = _report("create_reminder", {
+    "id": "r2", "text": "给李雷打电话", "due": "2026-12-05T10:00:00+00:00"})
+
+
+def _text_pattern(report: ResultReport) -> tuple[re.Pattern[str], str]:
+    brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", structured_output="json_object_schema")
+    body = brain._body(_request(outputs={"result_report": report}), stream=False)
+    return (re.compile(body["response_format"]["schema"]["properties"]["text"]["pattern"]),
+            body["messages"][-1]["content"])
+
+
+def test_a_listing_is_answered_with_its_items_not_its_count_alone():
+    # SmolLM2 answered "What are my reminders?" with the count (the figure forced) or a date
+    pattern, prompt = _text_pattern(REMINDERS)
+    assert "write {f1.total} where the number goes, then {f1.reminders} where the items go" in (
+        prompt)
+    assert pattern.match("You have 2 reminders: {f1.reminders}.")
+    assert pattern.match("你有{f1.total}条提醒:{f1.reminders}")
+    assert not pattern.match("You have 2 reminders.")
+    assert not pattern.match("You have {f1.total} reminders.")
+    assert not pattern.match("2{f1.reminders}")  # the figure stands alone
+    assert not pattern.match("You have 2 reminders, " + "x" * 40 + " {f1.reminders}")  # close
+    stock, _ = _text_pattern(REPORT)  # no list: the figure alone answers
+    assert stock.match("A1001 has 342 units in the east.")
+
+
+def test_facts_without_figures_are_answered_in_their_words():
+    # SmolLM2 confirmed a reminder to call 李雷 with its due time alone
+    pattern, prompt = _text_pattern(REMINDER)
+    assert "write {f1.text} where its words go" in prompt
+    assert pattern.match("好的,已设置提醒:给李雷打电话")
+    assert pattern.match("Done: I will remind you to {f1.text} tomorrow.")
+    assert not pattern.match("2026-12-05T10:00:00+00:00")
+    assert not pattern.match("Reminder {f1.id} is set.")  # an id says nothing
+    assert grounded_schema(Response.json_schema(), [("f1", [])], words=[
+        ("{f1.x}", 'say "hi"')])["properties"]["text"]["pattern"].count("say") == 0
+    llama_grammar = pytest.importorskip(
+        "llama_cpp.llama_grammar", reason="llama-cpp-python is not installed (the llm extra)")
+    for report in (REMINDER, REMINDERS):
+        brain = OpenAIBrain("http://127.0.0.1:9/v1", "m", structured_output="json_object_schema")
+        schema = brain._body(_request(outputs={"result_report": report}),
+                             stream=False)["response_format"]["schema"]
+        assert llama_grammar.LlamaGrammar.from_json_schema(json.dumps(schema), verbose=False)
+
+
+def test_an_answers_clock_is_the_time_without_the_rule_for_tool_arguments():
+    # SmolLM2 copied the rule's example timestamp into answers
+    now = datetime(2026, 12, 4, 19, 8, 50, tzinfo=UTC)
+    answer = chat_messages(_request(now=now))[0]["content"]
+    assert "Now: 2026-12-04T19:08:50+00:00 (Friday" in answer
+    assert "tool argument" not in answer and answer.count("2026-12-04T19:08:50") == 1
+    plan = chat_messages(_request(now=now, contract_name="plan", schema={
+        "type": "object", "properties": {"tool_calls": {"type": "array"}}}))[0]["content"]
+    assert "Every date or time in a tool argument must be exact" in plan

@@ -34,7 +34,7 @@ from typing import Any
 from hermes_fsm.contracts.grounding import FACT_PLACEHOLDER as PLACEHOLDER
 from hermes_fsm.contracts.grounding import figures
 
-__all__ = ["PLACEHOLDER", "FactAliases", "PlaceholderStream", "render"]
+__all__ = ["PLACEHOLDER", "FactAliases", "PlaceholderStream", "in_words", "render"]
 
 _KEY = re.compile(r"[A-Za-z0-9_]+")
 
@@ -44,13 +44,16 @@ class FactAliases:
     """The aliases of one turn's facts: ``ids`` (alias to fact id), ``values``
     (placeholder to the text it stands for), ``figures`` (placeholder to the figures that
     text writes), the prompt's ``lines`` (one per fact) and the placeholders they
-    ``show`` (a fact's keys; the whole fact, ``{f1}``, where it has none)."""
+    ``show`` (a fact's keys; the whole fact, ``{f1}``, where it has none); of those,
+    the ones whose value is a list of items in words (``listed``: a listing's items,
+    which its count alone does not say)."""
 
     ids: Mapping[str, str]
     values: Mapping[str, str]
     figures: Mapping[str, tuple[str, ...]]
     lines: tuple[str, ...]
     shown: tuple[str, ...]
+    listed: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, facts: Sequence[tuple[str, Any]]) -> FactAliases:
@@ -80,11 +83,19 @@ class FactAliases:
             lines.append(f"- {alias}{label}: " + "; ".join(parts))
         values = {holder: render(value) for holder, value in raw.items()}
         found = {holder: tuple(figures(value)) for holder, value in raw.items()}
-        return cls(ids, values, found, tuple(lines), tuple(shown))
+        listed = tuple(h for h in shown if isinstance(raw[h], list | tuple) and raw[h]
+                       and not found[h] and in_words(values[h]))
+        return cls(ids, values, found, tuple(lines), tuple(shown), listed)
 
     def with_figures(self) -> list[str]:
         """The placeholders shown that write a figure (the grammar may force one)."""
         return [holder for holder in self.shown if self.figures[holder]]
+
+    def with_words(self) -> list[str]:
+        """The placeholders shown whose value is words and writes no figure: what an
+        answer to facts without figures quotes (a reminder's ``{f1.text}``, not its id or
+        due time)."""
+        return [h for h in self.shown if not self.figures[h] and in_words(self.values[h])]
 
     def fill(self, text: str) -> str:
         """``text`` with each known placeholder replaced by its value (others kept)."""
@@ -117,6 +128,20 @@ class FactAliases:
     def stream(self) -> PlaceholderStream:
         """A filter for the streamed answer text: placeholders arrive as their values."""
         return PlaceholderStream(self.values)
+
+
+_WORDS = re.compile(r"[\u3400-\u9fff]|[A-Za-z]{2,}[^A-Za-z0-9]+[A-Za-z]{2,}")
+
+
+def in_words(text: str) -> bool:
+    """Whether ``text`` says something in words: a CJK character, or two words of letters
+    (``call Bob``, ``给李雷打电话``; not an id such as ``r2``, a code such as ``A1001``, a
+    single word such as ``east`` or a date-time).
+
+    >>> [in_words(t) for t in ("call Bob", "给李雷打电话", "r2", "east", "2026-12-05T09:00:00Z")]
+    [True, True, False, False, False]
+    """
+    return _WORDS.search(text) is not None
 
 
 def render(value: Any) -> str:

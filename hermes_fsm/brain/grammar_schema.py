@@ -69,7 +69,9 @@ def _rewrite_patterns(schema: Any, rewrite: Callable[[str], str | None]) -> Any:
 
 def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
                     max_figures: int = 12, side: int = 80,
-                    placeholders: Sequence[str] = (), also: Sequence[str] = ()) -> Any:
+                    placeholders: Sequence[str] = (), also: Sequence[str] = (),
+                    listed: Sequence[str] = (),
+                    words: Sequence[tuple[str, str]] = ()) -> Any:
     """``schema`` narrowed to ``facts`` (each ``(fact id or alias, its figures)``) when it
     is an answer's (a string ``text`` and a string-list ``evidence``); others come back as
     they are. Figures beyond ``max_figures`` distinct ones are not forced (the contract
@@ -82,7 +84,14 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
     cap mid-string, and the cut JSON was a violation; at 160 it still rambled 300
     characters, each one a grammar-checked token on a CPU; at 80 a Chinese answer still
     ran past a 160-token cap, but at 48 a restated schema description was cut short of
-    the contract's echo check and reached the user)."""
+    the contract's echo check and reached the user).
+
+    ``listed`` placeholders (a listing's items, :attr:`~hermes_fsm.brain.fact_alias.
+    FactAliases.listed`) follow the figure, one of them at least: a count alone ("You
+    have 2 reminders") does not answer "what are my reminders?". Where the facts have no
+    figure, the text quotes one of ``words`` (``(placeholder, its value)``: the value as
+    written, or its placeholder) instead of being free: SmolLM2 confirmed a reminder to
+    call 李雷 with its due time alone."""
     if not answers_with_evidence(schema):
         return schema
     props = schema["properties"]
@@ -99,18 +108,34 @@ def grounded_schema(schema: Any, facts: Sequence[tuple[str, Sequence[str]]],
     wanted: list[str] = []
     for _, numbers in facts:
         wanted += [n for n in numbers if n not in wanted]
+    free = f"{_FREE}{{0,{side}}}"
+    items = [h for h in listed if _PLAIN_HOLDER.fullmatch(h)]
+    # the items, close after the figure: a Chinese listing of the whole width ran into
+    # SmolLM2's 160-token cap
+    near = f"{_FREE}{{0,{side // 3}}}"
+    tail = f"{near}({_written(items)}){near}" if items else ""
     branches = []
     if wanted and len(wanted) <= max_figures and all(_plain(n) for n in wanted):
         figures = "|".join(n.replace(".", "[.]") for n in wanted)
-        branches.append(f"({_FREE}{{0,{side}}}{_LEAD})?({figures})({_EDGE}{_FREE}{{0,{side}}})?")
+        branches.append(f"({free}{_LEAD})?({figures}){_EDGE}{tail}" if tail else
+                        f"({free}{_LEAD})?({figures})({_EDGE}{free})?")
     holders = [h for h in placeholders if _PLAIN_HOLDER.fullmatch(h)]
     if branches and holders:  # a placeholder needs no edge: its braces are one
-        free = f"{_FREE}{{0,{side}}}"
-        branch = f"{free}({_written(holders)}){free}"
         more = [h for h in also if _PLAIN_HOLDER.fullmatch(h)]
-        if more:
-            branch += f"(({_written(more)}){free})?"
+        branch = f"{free}({_written(holders)})"
+        if tail:
+            branch += tail
+        else:
+            branch += free
+            if more:
+                branch += f"(({_written(more)}){free})?"
         branches.append(branch)
+    if not wanted:
+        quoted = [q for holder, value in words for q in (
+            _written([holder]) if _PLAIN_HOLDER.fullmatch(holder) else None,
+            _literal(value)) if q]
+        if quoted:
+            branches.append(f"{free}({'|'.join(quoted)}){free}")
     if branches:
         return _text_pattern(out, props["text"], f"^({'|'.join(branches)})$"
                              if len(branches) > 1 else f"^{branches[0]}$")
@@ -131,6 +156,17 @@ def _text_pattern(schema: dict[str, Any], text: Mapping[str, Any], pattern: str
         **{k: v for k, v in text.items() if k not in ("minLength", "maxLength")},
         "pattern": pattern}
     return schema
+
+
+def _literal(value: str, longest: int = 48) -> str | None:
+    """``value`` as a pattern that matches it as written (letters, digits and spaces as
+    they are, other characters each in a class), or ``None`` where it is too long to
+    force or holds a character no pattern of ours writes (a quote, an escape, a brace, a
+    control character, a class bracket or a caret)."""
+    if not value.strip() or len(value) > longest or any(
+            c in '"\\{}[]^' or ord(c) < 0x20 for c in value):
+        return None
+    return "".join(c if c.isalnum() or c == " " else f"[{c}]" for c in value)
 
 
 def _written(holders: Sequence[str]) -> str:

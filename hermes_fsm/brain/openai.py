@@ -261,18 +261,19 @@ class OpenAIBrain:
         facts = [] if aliases is None else [
             (alias, figures(content))
             for alias, (_, content) in zip(aliases.ids, turn_facts(request.outputs), strict=True)]
-        holders = () if aliases is None else aliases.with_figures()
-        others = () if aliases is None else aliases.shown
+        grounding: dict[str, Any] = {} if aliases is None else {
+            "placeholders": aliases.with_figures(), "also": aliases.shown,
+            "listed": aliases.listed,
+            "words": [(h, aliases.values[h]) for h in aliases.with_words()]}
         if self.format == "json_schema":
             body["response_format"] = {"type": "json_schema", "json_schema": {
                 "name": request.contract_name,
-                "schema": grounded_schema(schema, facts, placeholders=holders,
-                                          also=others)}}
+                "schema": grounded_schema(schema, facts, **grounding)}}
         elif self.format == "json_object_schema":  # llama.cpp's and Anyscale's JSON mode
             # its grammar parser takes no regex escapes: patterns in GBNF's classes (or left
             # to the contract's check)
             body["response_format"] = {"type": "json_object", "schema": grounded_schema(
-                grammar_patterns(schema), facts, placeholders=holders, also=others)}
+                grammar_patterns(schema), facts, **grounding)}
         elif self.format == "json_object":
             body["response_format"] = {"type": "json_object"}
         if self.temperature is not None:

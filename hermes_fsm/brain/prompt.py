@@ -58,7 +58,7 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
     key = (request.state, request.contract_name, id(request.schema))
     cached = _SYSTEM.get(key)
     if cached is not None and cached[0] is request.schema:
-        return cached[1], clock_block(request.now)
+        return cached[1], clock_block(request.now, not answers_with_evidence(request.schema))
     schema = json.dumps(prompt_schema(request.schema), ensure_ascii=False,
                         separators=(",", ":"))
     text = (
@@ -72,7 +72,7 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
     if len(_SYSTEM) >= 256:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
-    return text, clock_block(request.now)
+    return text, clock_block(request.now, not answers_with_evidence(request.schema))
 
 
 def prompt_schema(schema: Any) -> Any:
@@ -106,19 +106,26 @@ def _without_texts(schema: Any) -> Any:
                                            and isinstance(value, str))}
 
 
-def clock_block(now: datetime | None) -> str:
-    """The turn's time and the rule for times in tool arguments ("" without a time).
+def clock_block(now: datetime | None, rule: bool = True) -> str:
+    """The turn's time and (with ``rule``) the rule for times in tool arguments ("" without
+    a time). An answer's request gets the time alone: it writes no tool argument, and the
+    rule's second timestamp was what SmolLM2 copied into answers ("2026-12-05T19:38:47+00:00
+    is a day…").
 
     >>> from datetime import datetime
     >>> from zoneinfo import ZoneInfo
     >>> text = clock_block(datetime(2026, 12, 1, 10, tzinfo=ZoneInfo("Asia/Shanghai")))
     >>> text.split(". ")[0].strip()
     'Now: 2026-12-01T10:00:00+08:00 (Tuesday, timezone Asia/Shanghai)'
+    >>> clock_block(datetime(2026, 12, 1, 10, tzinfo=ZoneInfo("UTC")), rule=False).strip()
+    'Now: 2026-12-01T10:00:00+00:00 (Tuesday, timezone UTC).'
     """
     if now is None:
         return ""
     iso = now.isoformat(timespec="seconds")
     zone = getattr(now.tzinfo, "key", None) or now.strftime("UTC%z")
+    if not rule:
+        return f"\n\nNow: {iso} ({now:%A}, timezone {zone})."
     return (f"\n\nNow: {iso} ({now:%A}, timezone {zone}). Every date or time in a tool "
             f"argument must be exact: an ISO 8601 date-time with this offset (e.g. {iso}) or "
             f"an ISO date ({now.date().isoformat()}), never words like 'tomorrow'. When the "
@@ -223,7 +230,12 @@ def facts_block(request: BrainRequest) -> str:
     lines = [FACTS_HEADER.format(names=", ".join(aliases.ids)), *aliases.lines]
     wanted = aliases.with_figures()
     if wanted:
-        lines.append(f"In `text`, write {' or '.join(wanted[:4])} where the number goes.")
+        hint = f"In `text`, write {' or '.join(wanted[:4])} where the number goes"
+        if aliases.listed:
+            hint += f", then {' or '.join(aliases.listed[:4])} where the items go"
+        lines.append(hint + ".")
+    elif worded := aliases.with_words():
+        lines.append(f"In `text`, write {' or '.join(worded[:4])} where its words go.")
     return "\n".join(lines)
 
 
