@@ -246,7 +246,9 @@ def test_a_memory_commit_request_bounds_its_updates_and_their_strings():
     sent = brain._body(request, stream=False)["response_format"]["schema"]
     assert sent["properties"]["memory_updates"]["maxItems"] == MEMORY_UPDATES_MAX
     update = sent["$defs"]["MemoryUpdate"]["properties"]
-    assert update["key"]["maxLength"] == MEMORY_TEXT_MAX
+    key = re.compile(update["key"]["pattern"])  # the bound folded into the JSON-safe pattern
+    assert key.match("a" * MEMORY_TEXT_MAX) and not key.match("a" * (MEMORY_TEXT_MAX + 1))
+    assert not key.match("") and not key.match("a\nb")
     pattern = re.compile(update["evidence_source"]["pattern"])  # GBNF's classes: Python's too
     assert "+" not in update["evidence_source"]["pattern"]
     assert "*" not in update["evidence_source"]["pattern"]

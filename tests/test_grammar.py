@@ -8,7 +8,12 @@ import re
 
 import pytest
 
-from hermes_fsm.brain.grammar_schema import gbnf_pattern, grammar_patterns, without_patterns
+from hermes_fsm.brain.grammar_schema import (
+    gbnf_pattern,
+    grammar_patterns,
+    json_safe_strings,
+    without_patterns,
+)
 from hermes_fsm.brain.protocol import ToolDescription
 from hermes_fsm.brain.tool_schema import offered_tools_schema
 from hermes_fsm.contracts.base import JSON_TYPES, explicit_any
@@ -170,4 +175,42 @@ def test_the_memory_evidence_source_is_constrained_by_the_grammar_not_dropped():
 def test_a_pattern_that_cannot_be_rewritten_is_left_to_the_contract(pattern):
     assert gbnf_pattern(pattern) is None
     schema = {"type": "string", "pattern": pattern}
-    assert grammar_patterns(schema) == {"type": "string"}
+    assert grammar_patterns(schema) == json_safe_strings({"type": "string"})  # ours, JSON-safe
+
+
+@pytest.mark.parametrize("contract", CONTRACTS, ids=[c.ref() for c in CONTRACTS])
+def test_no_string_the_grammar_lets_a_model_write_can_hold_a_raw_control_character(contract):
+    # llama-cpp-python's own string rule, [^"\\], lets a raw newline through: no JSON
+    sent = grammar_patterns(offered_tools_schema(contract.json_schema(), []))
+    strings = list(_string_schemas(sent))
+    for schema in strings:
+        shaped = [k for k in ("pattern", "enum", "const", "format") if k in schema]
+        assert shaped, f"{contract.ref()}: a plain string is left to the server's rule: {schema}"
+        if "pattern" in schema:
+            assert "\\x00-\\x1F" in schema["pattern"] or "[^" not in schema["pattern"], schema
+
+
+def test_a_plain_strings_guard_keeps_its_length_bounds():
+    for bounds, ok, bad in [({}, ["", "ab"], ["a\nb", 'a"b', "a\\b"]),
+                            ({"minLength": 1}, ["a"], [""]),
+                            ({"minLength": 2, "maxLength": 3}, ["ab", "abc"], ["a", "abcd"]),
+                            ({"minLength": 3}, ["abc", "abcdef"], ["ab"])]:
+        guarded = json_safe_strings({"type": "string", **bounds})
+        assert set(guarded) == {"type", "pattern"}, guarded
+        pattern = re.compile(guarded["pattern"])
+        assert all(pattern.match(t) for t in ok) and not any(pattern.match(t) for t in bad)
+    assert json_safe_strings({"type": "string", "enum": ["a"]}) == {"type": "string",
+                                                                   "enum": ["a"]}
+    assert json_safe_strings({"default": {"type": "string"}}) == {"default": {"type": "string"}}
+
+
+def _string_schemas(schema: object):
+    if isinstance(schema, list):
+        for item in schema:
+            yield from _string_schemas(item)
+    elif isinstance(schema, dict):
+        if schema.get("type") == "string":
+            yield schema
+        for key, value in schema.items():
+            if key not in ("default", "examples", "const", "enum"):
+                yield from _string_schemas(value)

@@ -18,6 +18,7 @@ from starlette.responses import StreamingResponse
 from starlette.routing import Route
 
 from hermes_fsm import Orchestrator
+from hermes_fsm.brain.grammar_schema import json_safe_strings
 from hermes_fsm.brain.openai import CONTRACT_MAX_TOKENS, AnswerTextStream, OpenAIBrain
 from hermes_fsm.brain.protocol import BrainRequest
 from hermes_fsm.config import build_orchestrator
@@ -114,7 +115,7 @@ async def test_a_configured_json_object_schema_format_sends_no_refused_first_req
     await brain.decide(request())
     await brain.decide(request())
     assert [r["response_format"]["type"] for r in server.requests] == ["json_object"] * 2
-    assert server.requests[0]["response_format"]["schema"] == INTENT_SCHEMA
+    assert server.requests[0]["response_format"]["schema"] == json_safe_strings(INTENT_SCHEMA)
     assert brain.format_refusals == 0
     await brain.aclose()
 

@@ -31,7 +31,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 __all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
-           "turn_facts", "without_patterns"]
+           "json_safe_strings", "turn_facts", "without_patterns"]
 
 _EDGE = '[^"\\\\\\x00-\\x1F{}0-9A-Za-z_.,]'  # one that may stand after a whole number
 # and before one: not a hyphen either ("1-0" is no 0 to the contract, nor "A1-0")
@@ -205,10 +205,13 @@ def turn_facts(outputs: Mapping[str, Any]) -> list[tuple[str, Any]]:
     return found
 
 
-_NOT_IN_STRING = '"\\\\\\n\\r'  # characters a pattern's class must not let into the raw JSON
-_OUTSIDE = {"S": f'[^ \\t{_NOT_IN_STRING}]', "s": "[ ]", "w": "[A-Za-z0-9_]", "d": "[0-9]",
+# characters a pattern's class must not let into the raw JSON: a quote, a backslash, and
+# every control character (JSON escapes them; a raw one is no JSON)
+_NOT_IN_STRING = '"\\\\\\x00-\\x1F'
+_OUTSIDE = {"S": f'[^ {_NOT_IN_STRING}]', "s": "[ ]", "w": "[A-Za-z0-9_]", "d": "[0-9]",
             "W": f"[^A-Za-z0-9_{_NOT_IN_STRING}]", "D": f"[^0-9{_NOT_IN_STRING}]"}
-_INSIDE = {"w": "A-Za-z0-9_", "d": "0-9", "s": " \\t"}
+_INSIDE = {"w": "A-Za-z0-9_", "d": "0-9", "s": " "}
+_UNGUARDED = ("pattern", "enum", "const", "format")  # a string schema these already shape
 
 
 def gbnf_pattern(pattern: str) -> str | None:
@@ -217,8 +220,8 @@ def gbnf_pattern(pattern: str) -> str | None:
     when it has a construct that cannot be rewritten (a group flag, a backslash, a quote,
     ``\\b``).
 
-    >>> gbnf_pattern("^fact-\\S+$")
-    '^fact-[^ \\\\t"\\\\\\\\\\\\n\\\\r]+$'
+    >>> print(gbnf_pattern("^fact-\\\\S+$"))
+    ^fact-[^ "\\\\\\x00-\\x1F]+$
     >>> gbnf_pattern("^a\\.b[\\w.-]+$")
     '^a[.]b[A-Za-z0-9_.-]+$'
     >>> gbnf_pattern("^(?:x)$") is None
@@ -287,5 +290,39 @@ def _class(pattern: str, i: int) -> tuple[int, str | None]:
 
 def grammar_patterns(schema: Any) -> Any:
     """``schema`` with each string ``pattern`` rewritten by :func:`gbnf_pattern`, or removed
-    where it cannot be (a property named ``pattern`` is kept); not changed in place."""
-    return _rewrite_patterns(schema, gbnf_pattern)
+    where it cannot be (a property named ``pattern`` is kept), and every other plain
+    string held to JSON-safe characters (:func:`json_safe_strings`); not changed in
+    place."""
+    return json_safe_strings(_rewrite_patterns(schema, gbnf_pattern))
+
+
+def json_safe_strings(schema: Any) -> Any:
+    """``schema`` with a pattern on each string schema that has no ``pattern``, ``enum``,
+    ``const`` or ``format``: no quote, backslash or raw control character, its length
+    bounds folded in (a grammar takes no length beside a pattern); the schema given is
+    not changed.
+
+    llama-cpp-python 0.3.36's own string rule is ``[^"\\] | escape``: it lets a raw
+    newline into a "JSON" string, and the output is no JSON (Gemma 3 did in 12 refused
+    answers). Escapes go too: the grammar is only what a model may write, and the
+    contract still checks the value.
+
+    >>> out = json_safe_strings({"type": "object", "properties": {
+    ...     "key": {"type": "string", "maxLength": 48}, "day": {"type": "string",
+    ...     "format": "date"}}})["properties"]
+    >>> print(out["key"]["pattern"]); print(out["day"])
+    ^[^"\\\\\\x00-\\x1F]{0,48}$
+    {'type': 'string', 'format': 'date'}
+    """
+    if isinstance(schema, list):
+        return [json_safe_strings(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {key: value if key in ("default", "examples", "const", "enum")
+           else json_safe_strings(value) for key, value in schema.items()}
+    if out.get("type") == "string" and not any(k in out for k in _UNGUARDED):
+        low, high = out.pop("minLength", 0), out.pop("maxLength", None)
+        span = ("*" if not low else "+" if low == 1 else f"{{{low},}}") if high is None \
+            else f"{{{low},{high}}}"
+        out["pattern"] = f"^[^{_NOT_IN_STRING}]{span}$"
+    return out
