@@ -202,6 +202,9 @@ def test_a_plain_strings_guard_keeps_its_length_bounds():
     assert json_safe_strings({"type": "string", "enum": ["a"]}) == {"type": "string",
                                                                    "enum": ["a"]}
     assert json_safe_strings({"default": {"type": "string"}}) == {"default": {"type": "string"}}
+    named = json_safe_strings({"properties": {"default": {"type": "string"},
+                                              "enum": {"type": "string"}}})["properties"]
+    assert all("pattern" in schema for schema in named.values())  # a property's name is a name
 
 
 def _string_schemas(schema: object):

@@ -212,6 +212,7 @@ _OUTSIDE = {"S": f'[^ {_NOT_IN_STRING}]', "s": "[ ]", "w": "[A-Za-z0-9_]", "d": 
             "W": f"[^A-Za-z0-9_{_NOT_IN_STRING}]", "D": f"[^0-9{_NOT_IN_STRING}]"}
 _INSIDE = {"w": "A-Za-z0-9_", "d": "0-9", "s": " "}
 _UNGUARDED = ("pattern", "enum", "const", "format")  # a string schema these already shape
+_SCHEMA_MAPS = ("properties", "$defs", "definitions", "patternProperties")
 
 
 def gbnf_pattern(pattern: str) -> str | None:
@@ -318,8 +319,14 @@ def json_safe_strings(schema: Any) -> Any:
         return [json_safe_strings(item) for item in schema]
     if not isinstance(schema, dict):
         return schema
-    out = {key: value if key in ("default", "examples", "const", "enum")
-           else json_safe_strings(value) for key, value in schema.items()}
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key in _SCHEMA_MAPS and isinstance(value, dict):  # names to schemas: any name
+            out[key] = {name: json_safe_strings(sub) for name, sub in value.items()}
+        elif key in ("default", "examples", "const", "enum"):  # values, not schemas
+            out[key] = value
+        else:
+            out[key] = json_safe_strings(value)
     if out.get("type") == "string" and not any(k in out for k in _UNGUARDED):
         low, high = out.pop("minLength", 0), out.pop("maxLength", None)
         span = ("*" if not low else "+" if low == 1 else f"{{{low},}}") if high is None \
