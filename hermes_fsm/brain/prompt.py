@@ -57,8 +57,9 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
     with a blank line (a token counter counts them apart as it counts them together)."""
     key = (request.state, request.contract_name, id(request.schema))
     cached = _SYSTEM.get(key)
+    clock = clock_block(request.now, rule=not answers_with_evidence(request.schema))
     if cached is not None and cached[0] is request.schema:
-        return cached[1], clock_block(request.now, not answers_with_evidence(request.schema))
+        return cached[1], clock
     schema = json.dumps(prompt_schema(request.schema), ensure_ascii=False,
                         separators=(",", ":"))
     text = (
@@ -72,7 +73,7 @@ def system_parts(request: BrainRequest) -> tuple[str, str]:
     if len(_SYSTEM) >= 256:
         _SYSTEM.clear()
     _SYSTEM[key] = (request.schema, text)  # the schema is kept: its id stays its own
-    return text, clock_block(request.now, not answers_with_evidence(request.schema))
+    return text, clock
 
 
 def prompt_schema(schema: Any) -> Any:
@@ -124,9 +125,10 @@ def clock_block(now: datetime | None, rule: bool = True) -> str:
         return ""
     iso = now.isoformat(timespec="seconds")
     zone = getattr(now.tzinfo, "key", None) or now.strftime("UTC%z")
+    now_is = f"\n\nNow: {iso} ({now:%A}, timezone {zone})."
     if not rule:
-        return f"\n\nNow: {iso} ({now:%A}, timezone {zone})."
-    return (f"\n\nNow: {iso} ({now:%A}, timezone {zone}). Every date or time in a tool "
+        return now_is
+    return (f"{now_is} Every date or time in a tool "
             f"argument must be exact: an ISO 8601 date-time with this offset (e.g. {iso}) or "
             f"an ISO date ({now.date().isoformat()}), never words like 'tomorrow'. When the "
             "user's time is unclear, ask them; never guess.")
