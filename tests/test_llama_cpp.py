@@ -140,7 +140,11 @@ def test_every_turn_against_the_model_ends_in_idle(turns: list[Any]) -> None:
     for result in turns:
         assert result.path[0] == result.path[-1] == "IDLE"
         assert result.events[-1].kind == "turn_finished"
-        assert result.status in ("completed", "degraded", "partial")
+        assert result.status in ("completed", "degraded", "partial", "awaiting_approval")
+        if result.status == "awaiting_approval":  # the model planned a tool that needs
+            # the user's approval (SmolLM2 did in one CI run: send_email): asked, not run
+            assert result.path == ["IDLE", "INTENT", "PLANNING", "APPROVAL", "IDLE"]
+            assert "approval" in result.answer.lower()
 
 
 def test_the_models_contract_violations_are_caught_and_retried(turns: list[Any]) -> None:
