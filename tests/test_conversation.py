@@ -171,6 +171,28 @@ async def test_a_model_is_shown_the_graph_and_the_pending_task() -> None:
     assert "Last task: int_3 inventory_query(sku=ent_1, warehouse=ent_2)" in prompt
 
 
+async def test_an_answer_with_facts_is_not_shown_the_graph() -> None:
+    # SmolLM2 answered "B2002 (canonical B2002, confidence 0.90) has a count of 31 units."
+    # in 6 of 40 turns of bench/real_model.py: the graph's lines, copied
+    from hermes_fsm.contracts.states import Response, ResultReport
+
+    orchestrator = Orchestrator(brain=RulesBrain(), tools=build_demo_registry(),
+                                clock=FixedClock(datetime(2026, 6, 12, tzinfo=UTC)))
+    await orchestrator.run_turn("s1", "A1001 在华东仓还有多少")
+    conv = orchestrator.sessions()["s1"].conversation
+    report = ResultReport.model_validate({"facts": [{
+        "id": "fact-1", "source": "t1-s3-c1", "content": {"tool": "inventory_lookup",
+                                                         "output": {"quantity": 342}}}],
+        "violations": [], "needs_more_tools": False})
+    answer = BrainRequest("RESPONSE", "response", Response.json_schema(), "那华南仓呢?", "u1",
+                          conversation=conv, outputs={"result_report": report})
+    prompt = chat_messages(answer)[1]["content"]
+    assert "{f1.quantity} = 342" in prompt and "canonical" not in prompt
+    assert "ent_1 Product: A1001" in chat_messages(  # an answer without facts still is
+        BrainRequest("RESPONSE", "response", Response.json_schema(), "hi", "u1",
+                     conversation=conv))[1]["content"]
+
+
 async def test_an_approval_over_http_carries_the_calls_and_the_client_answers_it() -> None:
     import httpx
 

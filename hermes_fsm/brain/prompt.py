@@ -36,8 +36,9 @@ from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescript
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "facts_block", "history_block", "input_block", "memory_block", "outputs_block",
            "plans_tools", "prompt_schema", "repair_message", "request_aliases",
-           "resources_block", "shown_outputs", "strip_fences", "summary_block",
-           "summary_messages", "system_parts", "system_prompt", "tools_block"]
+           "resources_block", "shown_outputs", "shows_conversation", "strip_fences",
+           "summary_block", "summary_messages", "system_parts", "system_prompt",
+           "tools_block"]
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -165,9 +166,12 @@ def conversation_block(request: BrainRequest) -> str:
     """The conversation graph as the model should use it ("" without one): the active
     entities by node id (with their decayed confidence), the last task and the pending
     one. Intents reference these ids in ``entities``; plans cite them in
-    ``reasoning_trace``."""
+    ``reasoning_trace``. An answer grounded in the turn's facts (:func:`facts_block`) is
+    not shown the graph: its entity lines ("B2002 (canonical B2002, confidence 0.90) …")
+    are what SmolLM2 wrote as the answer in 6 of 40 turns of ``bench/real_model.py``,
+    beside a figure of the wrong fact; the plan that found the facts read the graph."""
     conv = request.conversation
-    if conv is None or not (conv.entities or conv.tasks):
+    if conv is None or not (conv.entities or conv.tasks) or not shows_conversation(request):
         return ""
     view = conv.summary()
     lines = ["Conversation graph (cite node ids; a corrected entity is replaced, not active):"]
@@ -181,6 +185,12 @@ def conversation_block(request: BrainRequest) -> str:
         task = view["pending"]
         lines.append(f"Waiting for the user ({task['id']}, {task['kind']}): {task['question']}")
     return "\n".join(lines)
+
+
+def shows_conversation(request: BrainRequest) -> bool:
+    """Whether :func:`conversation_block` shows the graph to ``request`` (not to an answer
+    with facts of this turn)."""
+    return not (answers_with_evidence(request.schema) and turn_facts(request.outputs))
 
 
 def summary_block(summary: str) -> str:

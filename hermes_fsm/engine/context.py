@@ -84,6 +84,7 @@ from hermes_fsm.brain.prompt import (
     repair_message,
     resources_block,
     shown_outputs,
+    shows_conversation,
     summary_block,
     system_parts,
     tools_block,
@@ -489,7 +490,7 @@ class ContextBuilder:
         """Tokens of the conversation graph's block, counted again only when the graph
         changed (its ``revision``) since the last request."""
         conv = request.conversation
-        if conv is None:
+        if conv is None or not shows_conversation(request):
             return 0
         key = (conv, conv.revision, getattr(self.counter, "ratio", None))
         last = self._graph_last
