@@ -162,9 +162,9 @@ async def test_a_turn_of_plain_values_takes_the_fast_writer() -> None:
     result = await orchestrator.run_turn("s1", "hi")
     events = result.events
     assert isinstance(events, EventList)
-    # the transitions' events are not checked: turn_started, the output, turn_finished are
-    assert [d.get("kind") for d in events.unchecked] == ["turn_started", None, "turn_finished"]
-    assert events.unchecked[1] == {"text": "done", "score": 0.5, "none": None}
+    # only the output is checked: the engine's own events (transitions, turn_started and
+    # turn_finished) hold strings, ints and the engine's finite durations
+    assert events.unchecked == [{"text": "done", "score": 0.5, "none": None}]
     assert events.to_json() == to_json(events.data, serialize_unknown=True)
 
 

@@ -63,8 +63,6 @@ from hermes_fsm.events.model import (
     Retry,
     RouteTaken,
     TimedOut,
-    TurnFinished,
-    TurnStarted,
 )
 from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
@@ -452,8 +450,7 @@ class Orchestrator:
             if hooks.pre_turn:
                 await call_hooks(hooks.pre_turn, session=session, turn=turn, resumed=resumed)
             if not resumed:
-                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name,
-                          domain=session.domain)
+                turn.emit_started(graph.name, session.domain)
                 self.machine.fire("start", session, turn)
                 if hooks.post_step:
                     await _post_step(hooks, session, turn)
@@ -498,8 +495,7 @@ class Orchestrator:
     def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,
                 started: float) -> TurnResult:
         duration_ms = (time.perf_counter() - started) * 1000.0
-        turn.emit(TurnFinished, status=status, answer=answer, duration_ms=duration_ms,
-                  path=turn.path)
+        turn.emit_finished(status, answer, duration_ms)
         session.remember("user", turn.text, self.history_window)
         session.remember("assistant", answer, self.history_window)
         return TurnResult(session.session_id, turn.turn_id, status, answer, turn.path,

@@ -28,6 +28,8 @@ from hermes_fsm.events.model import (
     StateEntered,
     StateExited,
     StateOutput,
+    TurnFinished,
+    TurnStarted,
     event_data,
     make_event,
 )
@@ -287,6 +289,44 @@ class TurnContext:
         else:
             self._add_kind(StateEntered)
             self._add_data(entered)
+
+    def emit_started(self, graph: str, domain: str | None) -> None:
+        """Emit ``turn_started`` for this turn's user and text (what ``emit(TurnStarted,
+        ...)`` does, written out: it runs at every turn). Its values are strings (or
+        ``None``): nothing for the log's writer to check for NaN."""
+        session = self.session
+        seq = session.seq = session.seq + 1
+        user_id, text = self.user_id, self.text
+        data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": self._now(), "kind": "turn_started", "user_id": user_id, "text": text,
+                "graph": graph, "domain": domain}
+        scalars = type(user_id) is str and type(text) is str
+        if self._sinks.current:
+            self._deliver(TurnStarted, data, scalars=scalars)
+        else:
+            self._add_kind(TurnStarted)
+            self._add_data(data)
+            if not scalars:
+                self._unchecked(data)
+
+    def emit_finished(self, status: str, answer: str, duration_ms: float) -> None:
+        """Emit ``turn_finished`` with the turn's :attr:`path` (what ``emit(TurnFinished,
+        ...)`` does, written out: it runs at every turn). ``duration_ms`` is measured by
+        the engine (finite), the path holds state names: only a non-str ``answer`` is
+        left for the log's writer to check for NaN."""
+        session = self.session
+        seq = session.seq = session.seq + 1
+        data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": self._now(), "kind": "turn_finished", "status": status,
+                "answer": answer, "duration_ms": duration_ms, "path": self.path}
+        scalars = type(answer) is str and type(duration_ms) is float
+        if self._sinks.current:
+            self._deliver(TurnFinished, data, scalars=scalars)
+        else:
+            self._add_kind(TurnFinished)
+            self._add_data(data)
+            if not scalars:
+                self._unchecked(data)
 
     def emit_output(self, state: str, contract: str | None, output: Any, raw: Any) -> None:
         """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs

@@ -552,8 +552,9 @@ class EventList(Sequence[Any]):
             scalars: bool = False) -> None:
         """Append an event given as its kind and field dict (and its object, if built).
 
-        ``scalars``: its values are str, int, bool, None, datetimes and finite floats only
-        (nothing to check for :func:`write_json`).
+        ``scalars``: nothing in it can be a non-finite float (its values are str, int,
+        bool, None, datetimes, finite floats, or lists of str: nothing to check for
+        :func:`write_json`).
         """
         self._kinds.append(kind)
         self._data.append(data)
