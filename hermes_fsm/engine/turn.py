@@ -371,15 +371,18 @@ class TurnContext:
         """Record the current state's validated output (done by the engine after the guard)."""
         assert self.state is not None
         self.output = output
-        self.output_state = self.state.name
-        self.outputs[self.state.name] = output
-        fields = _fields_of(type(output))
+        name = self.output_state = self.state.name
+        self.outputs[name] = output
+        fields = _FIELDS.get(type(output))
         if fields is None:
+            fields = _fields_of(type(output))
+        contract, text, facts = fields
+        if not contract:
             return
         self.by_contract[output.contract_name] = output
-        if "text" in fields and isinstance(output.text, str):
+        if text and isinstance(output.text, str):
             self._answer = output.text
-        if "facts" in fields:
+        if facts:
             self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
             self._context["fact_figures"] = {  # an answer citing one states a figure of it
                 getattr(f, "id", None): figures(getattr(f, "content", None))
@@ -419,15 +422,18 @@ def deliver_late(session: Session, sinks: Sequence[EventSink]) -> None:
 _utc_now = partial(datetime.now, UTC)
 """``SystemClock().now`` without a Python frame (events read the clock ~20 times a turn)."""
 
-_FIELDS: dict[type, frozenset[str] | None] = {}
+_FIELDS: dict[type, tuple[bool, bool, bool]] = {}
+"""Per output class: whether it is a Contract, has a ``text`` and a ``facts`` field
+(:meth:`TurnContext.accept` reads it at every state)."""
 
 
-def _fields_of(cls: type) -> frozenset[str] | None:
-    """The field names of a contract class (``None`` for an output that is not a Contract)."""
-    try:
-        return _FIELDS[cls]
-    except KeyError:
-        names = (frozenset(cls.model_fields)
-                 if isinstance(cls, type) and issubclass(cls, Contract) else None)
-        _FIELDS[cls] = names
-        return names
+def _fields_of(cls: type) -> tuple[bool, bool, bool]:
+    """Whether an output class is a Contract, has a ``text`` and a ``facts`` field (kept in
+    ``_FIELDS``)."""
+    if isinstance(cls, type) and issubclass(cls, Contract):
+        names = cls.model_fields
+        found = (True, "text" in names, "facts" in names)
+    else:
+        found = (False, False, False)
+    _FIELDS[cls] = found
+    return found
