@@ -516,18 +516,16 @@ class Orchestrator:
         try:
             handler, ref, fast, model, to_python = self._plan[spec.name]
             timeout_s = spec.timeout_s
-            remaining = deadline - clock()
-            limit = remaining if timeout_s is None or remaining < timeout_s else timeout_s
             raw = handler(turn)
             if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
                 try:
                     yielded = raw.send(None)
                 except StopIteration as done:
                     raw = done.value
-                else:
-                    raw = await _suspended(raw, yielded, limit)
+                else:  # its time limit starts now, as _call's does (most never suspend)
+                    raw = await _suspended(raw, yielded, _limit(timeout_s, deadline, clock))
             else:
-                raw = await self._call(_returning(raw), limit)
+                raw = await self._call(_returning(raw), _limit(timeout_s, deadline, clock))
             if fast is not None and type(raw) is dict:
                 # what Contract.validate_output does with a dict, without its type checks
                 try:

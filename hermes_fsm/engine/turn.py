@@ -134,6 +134,8 @@ class TurnContext:
         late: where :meth:`emit_late` hands late events (a durable session's writer;
             ``None`` in-process: the session numbers them itself).
         flushed: how many of ``events`` are stored durably (a durable session's).
+        taken: how often each transition that a graph edge limits (``limit``) was taken
+            this turn, by ``(source, dest)``.
         awaiting: set by a handler whose turn ends waiting for the user
             (``awaiting_input``, ``awaiting_approval``): the turn's status.
     """
@@ -252,7 +254,8 @@ class TurnContext:
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.
 
-        ``key`` identifies the transition for per-turn limits. The two events are built as
+        ``key`` identifies the transition for per-turn limits (``None``: no edge limits
+        it, so it is not counted in :attr:`taken`). The two events are built as
         :meth:`emit` builds them (the same field dicts, in the models' field order:
         ``tests/test_emit_fast_path.py`` holds them to :func:`event_data`), written
         out here as this runs at every transition.
@@ -270,8 +273,9 @@ class TurnContext:
             self._add_kind(StateExited)
             self._add_data(exited)
         self._entered = now
-        taken = self.taken
-        taken[key] = taken.get(key, 0) + 1
+        if key is not None:
+            taken = self.taken
+            taken[key] = taken.get(key, 0) + 1
         if trigger == "retry":
             self.attempt += 1
         else:
