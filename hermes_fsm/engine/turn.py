@@ -22,6 +22,7 @@ from hermes_fsm.contracts.grounding import figures
 from hermes_fsm.conversation.graph import Conversation, ConversationPolicy
 from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
+    EVENT_CLASSES,
     EVENT_TEMPLATES,
     Event,
     EventList,
@@ -141,7 +142,7 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
+        "_add_data", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
         "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
@@ -169,7 +170,7 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
-        self._add_kind, self._add_data = self.events.appenders()
+        self._add_data = self.events.appender()
         self._unchecked = self.events.unchecked.append
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
@@ -213,9 +214,11 @@ class TurnContext:
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
         else:
-            self._add_kind(kind)
-            self._add_data(data)
-            self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
+            if EVENT_CLASSES.get(data["kind"]) is kind:
+                self._add_data(data)
+                self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
+            else:
+                self.events.add(kind, data)
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
@@ -270,7 +273,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateExited, exited, scalars=True)
         else:
-            self._add_kind(StateExited)
             self._add_data(exited)
         self._entered = now
         if key is not None:
@@ -291,7 +293,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateEntered, entered, scalars=True)
         else:
-            self._add_kind(StateEntered)
             self._add_data(entered)
 
     def emit_started(self, graph: str, domain: str | None) -> None:
@@ -308,7 +309,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(TurnStarted, data, scalars=scalars)
         else:
-            self._add_kind(TurnStarted)
             self._add_data(data)
             if not scalars:
                 self._unchecked(data)
@@ -327,7 +327,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(TurnFinished, data, scalars=scalars)
         else:
-            self._add_kind(TurnFinished)
             self._add_data(data)
             if not scalars:
                 self._unchecked(data)
@@ -343,7 +342,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateOutput, data)
         else:
-            self._add_kind(StateOutput)
             self._add_data(data)
             self._unchecked(output)  # the rest: str, int, datetime (and raw: a str or None)
             if raw is not None and type(raw) is not str:
