@@ -1,4 +1,5 @@
-"""The engine's written-out emission (``state_exited``, ``state_entered``, ``state_output``)
+"""The engine's written-out emission (``state_exited``, ``state_entered``, ``state_output``,
+``turn_started``, ``turn_finished``)
 builds the field dicts :func:`event_data` builds, and the fast dict validation is taken only
 for contracts that validate as :class:`Contract` does."""
 
@@ -13,7 +14,7 @@ from hermes_fsm.events.model import EVENT_ADAPTER, event_data
 from hermes_fsm.testing import ScriptedBrain
 from tests.support import happy_script
 
-WRITTEN_OUT = ("state_exited", "state_entered", "state_output")
+WRITTEN_OUT = ("state_exited", "state_entered", "state_output", "turn_started", "turn_finished")
 
 
 class DataRecorder:

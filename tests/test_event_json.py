@@ -91,9 +91,7 @@ def _batch(fields: dict[str, Any], *, through_add: bool) -> EventList:
     if through_add:
         batch.add(StateOutput, data)
     else:  # as the turn adds it
-        add_kind, add_data = batch.appenders()
-        add_kind(StateOutput)
-        add_data(data)
+        batch.appender()(data)
         batch.unchecked.append(data)
     return batch
 
@@ -162,11 +160,36 @@ async def test_a_turn_of_plain_values_takes_the_fast_writer() -> None:
     result = await orchestrator.run_turn("s1", "hi")
     events = result.events
     assert isinstance(events, EventList)
-    # the transitions' events are not checked: turn_started, the output, turn_finished are
-    assert [d.get("kind") for d in events.unchecked] == ["turn_started", None, "turn_finished"]
-    assert events.unchecked[1] == {"text": "done", "score": 0.5, "none": None}
+    # only the output is checked: the engine's own events (transitions, turn_started and
+    # turn_finished) hold strings, ints and the engine's finite durations
+    assert events.unchecked == [{"text": "done", "score": 0.5, "none": None}]
     assert events.to_json() == to_json(events.data, serialize_unknown=True)
 
 
 async def answer(ctx: Any) -> dict[str, Any]:
     return {"text": "done", "score": 0.5, "none": None}
+
+
+def test_every_event_class_is_found_by_its_kind() -> None:
+    from typing import get_args
+
+    from hermes_fsm.events.model import EVENT_CLASSES, Event
+
+    classes = get_args(get_args(Event)[0])
+    assert len(EVENT_CLASSES) == len(classes)
+    for cls in classes:
+        assert EVENT_CLASSES[cls.model_fields["kind"].default] is cls
+
+
+def test_an_event_of_a_class_its_kind_does_not_name_is_read_back_as_that_class() -> None:
+    class Custom(StateOutput):  # the same kind, another class
+        pass
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    batch = EventList()
+    fields = {"session_id": "s", "turn_id": "t", "seq": 1, "at": at, "state": "A",
+              "attempt": 1, "contract": None, "output": 1}
+    batch.add(Custom, event_data(Custom, fields))
+    batch.add(StateOutput, event_data(StateOutput, {**fields, "seq": 2}))
+    assert [type(e) for e in batch] == [Custom, StateOutput]
+    assert [kind for kind, _ in batch.pairs()] == [Custom, StateOutput]

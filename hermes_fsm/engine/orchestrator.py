@@ -28,7 +28,6 @@ import time
 import types
 from collections.abc import Callable, Generator, Iterable, Mapping
 from datetime import datetime, timedelta
-from functools import partial
 from pathlib import Path
 from typing import Any, Literal
 
@@ -63,8 +62,6 @@ from hermes_fsm.events.model import (
     Retry,
     RouteTaken,
     TimedOut,
-    TurnFinished,
-    TurnStarted,
 )
 from hermes_fsm.events.sinks import EventSink
 from hermes_fsm.graph.loader import default_graph_path, load_graph
@@ -217,11 +214,12 @@ class Orchestrator:
             raise UsageError("a lease guards a durable session store; pass store= as well "
                              "(e.g. hermes_fsm.store.SQLiteStore(path))")
         self.hooks = TurnHooks(hooks)
-        # per state, worked out once: the handler to call, the contract's ref, and the
-        # contract's model_validate when its validate_output is Contract's own
+        # per state, worked out once: the handler to call, the contract's ref, the
+        # contract's model_validate when its validate_output is Contract's own, and the
+        # contract class with its JSON dump (see _fast_dump)
         self._plan = {name: (spec.handler if spec.handler is not None else ask_brain,
                              spec.contract.ref() if spec.contract is not None else None,
-                             _fast_validate(spec.contract), _fast_dump(spec.contract))
+                             _fast_validate(spec.contract), *_fast_dump(spec.contract))
                       for name, spec in graph.states.items()}
 
     # --- lifecycle --------------------------------------------------------------------
@@ -452,17 +450,18 @@ class Orchestrator:
             if hooks.pre_turn:
                 await call_hooks(hooks.pre_turn, session=session, turn=turn, resumed=resumed)
             if not resumed:
-                turn.emit(TurnStarted, user_id=turn.user_id, text=turn.text, graph=graph.name,
-                          domain=session.domain)
+                turn.emit_started(graph.name, session.domain)
                 self.machine.fire("start", session, turn)
                 if hooks.post_step:
                     await _post_step(hooks, session, turn)
             try:
                 initial, states, run_state = graph.initial, graph.states, self._run_state
+                context = turn.validation_context()  # one dict for the whole turn
                 while session.state != initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
-                    await run_state(states[session.state], session, turn, deadline, clock)
+                    await run_state(states[session.state], session, turn, deadline, clock,
+                                    context)
                     if hooks.post_step and session.state != initial:
                         await _post_step(hooks, session, turn)  # the step, before the next
             except _BudgetExceeded:
@@ -498,41 +497,39 @@ class Orchestrator:
     def _finish(self, session: Session, turn: TurnContext, status: str, answer: str,
                 started: float) -> TurnResult:
         duration_ms = (time.perf_counter() - started) * 1000.0
-        turn.emit(TurnFinished, status=status, answer=answer, duration_ms=duration_ms,
-                  path=turn.path)
+        turn.emit_finished(status, answer, duration_ms)
         session.remember("user", turn.text, self.history_window)
         session.remember("assistant", answer, self.history_window)
         return TurnResult(session.session_id, turn.turn_id, status, answer, turn.path,
                           turn.events, duration_ms)
 
     async def _run_state(self, spec: StateSpec, session: Session, turn: TurnContext,
-                         deadline: float, clock: Any) -> None:
+                         deadline: float, clock: Any, context: Mapping[str, Any]) -> None:
         """One attempt at a state: handler → guard → hook → ``done``; or retry, or route.
 
         The state's timeout is cut short by the turn's deadline; running into the deadline
         raises ``_BudgetExceeded`` (the turn's budget, not the state's, ran out).
+        ``context`` is the turn's ``validation_context()``.
         """
         turn.state = spec
         reason: Literal["violation", "timeout", "error"]
         try:
-            handler, ref, fast, dump = self._plan[spec.name]
+            handler, ref, fast, model, to_python = self._plan[spec.name]
             timeout_s = spec.timeout_s
-            remaining = deadline - clock()
-            limit = remaining if timeout_s is None or remaining < timeout_s else timeout_s
             raw = handler(turn)
             if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
                 try:
                     yielded = raw.send(None)
                 except StopIteration as done:
                     raw = done.value
-                else:
-                    raw = await _suspended(raw, yielded, limit)
+                else:  # its time limit starts now, as _call's does (most never suspend)
+                    raw = await _suspended(raw, yielded, _limit(timeout_s, deadline, clock))
             else:
-                raw = await self._call(_returning(raw), limit)
+                raw = await self._call(_returning(raw), _limit(timeout_s, deadline, clock))
             if fast is not None and type(raw) is dict:
                 # what Contract.validate_output does with a dict, without its type checks
                 try:
-                    output = fast(raw, context=turn.validation_context())
+                    output = fast(raw, context=context)
                 except ValidationError as exc:
                     output = self._refuse(spec, raw, turn, exc)
             else:
@@ -543,7 +540,8 @@ class Orchestrator:
                     await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
                 turn.emit_output(spec.name, ref,
-                                 dump[1](output) if type(output) is dump[0] else _dump(output),
+                                 to_python(output, mode="json") if type(output) is model
+                                 else _dump(output),
                                  raw if type(raw) is str or isinstance(raw, str) else None)
                 if self.machine.fire("done", session, turn):
                     return
@@ -703,24 +701,20 @@ def _fast_validate(contract: type[Contract] | None) -> Any:
     return validator.validate_python
 
 
-def _dump_any(output: Any) -> Any:
-    return _dump(output)
-
-
 def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, Any]:
-    """``(contract, dump)``: ``dump(output)`` is ``output.model_dump(mode="json")`` for an
-    output of exactly the class ``contract`` (its serializer's ``to_python`` with
-    ``model_dump``'s defaults, the ``__pydantic_serializer__`` attribute pydantic documents
-    on every model); ``(None, _dump)`` when the class overrides ``model_dump`` or is not
-    built yet."""
+    """``(contract, to_python)``: ``to_python(output, mode="json")`` is
+    ``output.model_dump(mode="json")`` for an output of exactly the class ``contract``
+    (its serializer's ``to_python``, whose other defaults are ``model_dump``'s: the
+    ``__pydantic_serializer__`` attribute pydantic documents on every model); ``(None,
+    None)`` when the class overrides ``model_dump`` or is not built yet (``_dump`` it)."""
     if contract is None or not issubclass(contract, BaseModel):
-        return None, _dump_any
+        return None, None
     if contract.model_dump is not BaseModel.model_dump:
-        return None, _dump_any
+        return None, None
     serializer = contract.__pydantic_serializer__
     if not isinstance(serializer, SchemaSerializer):
-        return None, _dump_any
-    return contract, partial(serializer.to_python, mode="json", warnings=True)
+        return None, None
+    return contract, serializer.to_python
 
 _BASE_LOOP_TIME = asyncio.BaseEventLoop.time
 """``loop.time`` of asyncio's own loops: ``time.monotonic()``."""

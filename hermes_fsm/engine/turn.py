@@ -22,12 +22,15 @@ from hermes_fsm.contracts.grounding import figures
 from hermes_fsm.conversation.graph import Conversation, ConversationPolicy
 from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
+    EVENT_CLASSES,
     EVENT_TEMPLATES,
     Event,
     EventList,
     StateEntered,
     StateExited,
     StateOutput,
+    TurnFinished,
+    TurnStarted,
     event_data,
     make_event,
 )
@@ -132,12 +135,14 @@ class TurnContext:
         late: where :meth:`emit_late` hands late events (a durable session's writer;
             ``None`` in-process: the session numbers them itself).
         flushed: how many of ``events`` are stored durably (a durable session's).
+        taken: how often each transition that a graph edge limits (``limit``) was taken
+            this turn, by ``(source, dest)``.
         awaiting: set by a handler whose turn ends waiting for the user
             (``awaiting_input``, ``awaiting_approval``): the turn's status.
     """
 
     __slots__ = (
-        "_add_data", "_add_kind", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
+        "_add_data", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
         "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
@@ -165,7 +170,7 @@ class TurnContext:
         self.taken: dict[object, int] = {}
         self.path: list[str] = [session.state]
         self.events = EventList()
-        self._add_kind, self._add_data = self.events.appenders()
+        self._add_data = self.events.appender()
         self._unchecked = self.events.unchecked.append
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
@@ -209,9 +214,11 @@ class TurnContext:
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
         else:
-            self._add_kind(kind)
-            self._add_data(data)
-            self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
+            if EVENT_CLASSES.get(data["kind"]) is kind:
+                self._add_data(data)
+                self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
+            else:
+                self.events.add(kind, data)
 
     def emit_late(self, kind: type[Event], **fields: Any) -> None:
         """Emit an event of this turn after it ended (e.g. a memory commit retried in the
@@ -250,7 +257,8 @@ class TurnContext:
     def on_transition(self, source: str, dest: str, trigger: str, key: object) -> None:
         """Called by the machine as a transition fires: exit/entry events, counters.
 
-        ``key`` identifies the transition for per-turn limits. The two events are built as
+        ``key`` identifies the transition for per-turn limits (``None``: no edge limits
+        it, so it is not counted in :attr:`taken`). The two events are built as
         :meth:`emit` builds them (the same field dicts, in the models' field order:
         ``tests/test_emit_fast_path.py`` holds them to :func:`event_data`), written
         out here as this runs at every transition.
@@ -265,11 +273,11 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateExited, exited, scalars=True)
         else:
-            self._add_kind(StateExited)
             self._add_data(exited)
         self._entered = now
-        taken = self.taken
-        taken[key] = taken.get(key, 0) + 1
+        if key is not None:
+            taken = self.taken
+            taken[key] = taken.get(key, 0) + 1
         if trigger == "retry":
             self.attempt += 1
         else:
@@ -285,8 +293,43 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateEntered, entered, scalars=True)
         else:
-            self._add_kind(StateEntered)
             self._add_data(entered)
+
+    def emit_started(self, graph: str, domain: str | None) -> None:
+        """Emit ``turn_started`` for this turn's user and text (what ``emit(TurnStarted,
+        ...)`` does, written out: it runs at every turn). Its values are strings (or
+        ``None``): nothing for the log's writer to check for NaN."""
+        session = self.session
+        seq = session.seq = session.seq + 1
+        user_id, text = self.user_id, self.text
+        data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": self._now(), "kind": "turn_started", "user_id": user_id, "text": text,
+                "graph": graph, "domain": domain}
+        scalars = type(user_id) is str and type(text) is str
+        if self._sinks.current:
+            self._deliver(TurnStarted, data, scalars=scalars)
+        else:
+            self._add_data(data)
+            if not scalars:
+                self._unchecked(data)
+
+    def emit_finished(self, status: str, answer: str, duration_ms: float) -> None:
+        """Emit ``turn_finished`` with the turn's :attr:`path` (what ``emit(TurnFinished,
+        ...)`` does, written out: it runs at every turn). ``duration_ms`` is measured by
+        the engine (finite), the path holds state names: only a non-str ``answer`` is
+        left for the log's writer to check for NaN."""
+        session = self.session
+        seq = session.seq = session.seq + 1
+        data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": self._now(), "kind": "turn_finished", "status": status,
+                "answer": answer, "duration_ms": duration_ms, "path": self.path}
+        scalars = type(answer) is str and type(duration_ms) is float
+        if self._sinks.current:
+            self._deliver(TurnFinished, data, scalars=scalars)
+        else:
+            self._add_data(data)
+            if not scalars:
+                self._unchecked(data)
 
     def emit_output(self, state: str, contract: str | None, output: Any, raw: Any) -> None:
         """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs
@@ -299,7 +342,6 @@ class TurnContext:
         if self._sinks.current:
             self._deliver(StateOutput, data)
         else:
-            self._add_kind(StateOutput)
             self._add_data(data)
             self._unchecked(output)  # the rest: str, int, datetime (and raw: a str or None)
             if raw is not None and type(raw) is not str:
@@ -331,15 +373,18 @@ class TurnContext:
         """Record the current state's validated output (done by the engine after the guard)."""
         assert self.state is not None
         self.output = output
-        self.output_state = self.state.name
-        self.outputs[self.state.name] = output
-        fields = _fields_of(type(output))
+        name = self.output_state = self.state.name
+        self.outputs[name] = output
+        fields = _FIELDS.get(type(output))
         if fields is None:
+            fields = _fields_of(type(output))
+        contract, text, facts = fields
+        if not contract:
             return
         self.by_contract[output.contract_name] = output
-        if "text" in fields and isinstance(output.text, str):
+        if text and isinstance(output.text, str):
             self._answer = output.text
-        if "facts" in fields:
+        if facts:
             self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
             self._context["fact_figures"] = {  # an answer citing one states a figure of it
                 getattr(f, "id", None): figures(getattr(f, "content", None))
@@ -379,15 +424,18 @@ def deliver_late(session: Session, sinks: Sequence[EventSink]) -> None:
 _utc_now = partial(datetime.now, UTC)
 """``SystemClock().now`` without a Python frame (events read the clock ~20 times a turn)."""
 
-_FIELDS: dict[type, frozenset[str] | None] = {}
+_FIELDS: dict[type, tuple[bool, bool, bool]] = {}
+"""Per output class: whether it is a Contract, has a ``text`` and a ``facts`` field
+(:meth:`TurnContext.accept` reads it at every state)."""
 
 
-def _fields_of(cls: type) -> frozenset[str] | None:
-    """The field names of a contract class (``None`` for an output that is not a Contract)."""
-    try:
-        return _FIELDS[cls]
-    except KeyError:
-        names = (frozenset(cls.model_fields)
-                 if isinstance(cls, type) and issubclass(cls, Contract) else None)
-        _FIELDS[cls] = names
-        return names
+def _fields_of(cls: type) -> tuple[bool, bool, bool]:
+    """Whether an output class is a Contract, has a ``text`` and a ``facts`` field (kept in
+    ``_FIELDS``)."""
+    if isinstance(cls, type) and issubclass(cls, Contract):
+        names = cls.model_fields
+        found = (True, "text" in names, "facts" in names)
+    else:
+        found = (False, False, False)
+    _FIELDS[cls] = found
+    return found

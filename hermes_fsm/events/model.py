@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Container, Sequence
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
@@ -472,6 +472,10 @@ EVENT_ADAPTER: TypeAdapter[Event] = TypeAdapter(Event)
 EVENTS_ADAPTER: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
 """Parses a JSON array of events (a turn's batch in the session log)."""
 
+EVENT_CLASSES: dict[str, type[_Event]] = {
+    cls.model_fields["kind"].default: cls for cls in get_args(get_args(Event)[0])}
+"""Each event class of :data:`Event` by its ``kind``."""
+
 EVENT_TEMPLATES: dict[type[BaseModel], tuple[dict[str, Any], set[str], int]] = {}
 """Per event class: its field values with defaults (in order), its field names, how many
 (filled by :func:`event_data`; the turn reads it to emit without a call; never change it)."""
@@ -532,15 +536,17 @@ class EventList(Sequence[Any]):
             (NaN, ±Infinity), to be checked (:func:`finite_items`) when the batch is
             written: :func:`write_json` uses its fast writer only if none does.
             :meth:`add` puts each event there unless told it holds only finite scalars;
-            whoever adds events through :meth:`appenders` appends to it each dict, or each
+            whoever adds events through :meth:`appender` appends to it each dict, or each
             value, that is not such a scalar.
     """
 
-    __slots__ = ("_checked_upto", "_data", "_json", "_json_upto", "_kinds", "_objects",
+    __slots__ = ("_checked_upto", "_classes", "_data", "_json", "_json_upto", "_objects",
                  "unchecked")
 
     def __init__(self) -> None:
-        self._kinds: list[type[_Event]] = []
+        # by index: the class of an event whose kind does not name it in EVENT_CLASSES
+        # (none for the engine's events: a class is looked up by kind when it is needed)
+        self._classes: dict[int, type[_Event]] = {}
         self._data: list[dict[str, Any]] = []
         self._objects: dict[int, Any] = {}  # by index: the events built so far
         self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
@@ -552,27 +558,34 @@ class EventList(Sequence[Any]):
             scalars: bool = False) -> None:
         """Append an event given as its kind and field dict (and its object, if built).
 
-        ``scalars``: its values are str, int, bool, None, datetimes and finite floats only
-        (nothing to check for :func:`write_json`).
+        ``scalars``: nothing in it can be a non-finite float (its values are str, int,
+        bool, None, datetimes, finite floats, or lists of str: nothing to check for
+        :func:`write_json`).
         """
-        self._kinds.append(kind)
+        if EVENT_CLASSES.get(data["kind"]) is not kind:
+            self._classes[len(self._data)] = kind
         self._data.append(data)
         if event is not None:
             self._objects[len(self._data) - 1] = event
         if not scalars:
             self.unchecked.append(data)
 
-    def appenders(self) -> tuple[Callable[[type[_Event]], None], Callable[[dict[str, Any]], None]]:
-        """Two functions that together add an event with no object yet: call the first with
-        its class, then the second with its field dict (what :meth:`add` does, without a
-        Python frame per event; the engine's turn uses them). A dict with anything but
-        finite scalars goes to :attr:`unchecked` as well."""
-        return self._kinds.append, self._data.append
+    def appender(self) -> Callable[[dict[str, Any]], None]:
+        """A function that adds an event with no object yet, given its field dict, whose
+        ``kind`` names its class in :data:`EVENT_CLASSES` (what :meth:`add` does, without a
+        Python frame per event; the engine's turn uses it; an event of another class goes
+        through :meth:`add`). A dict with anything but finite scalars goes to
+        :attr:`unchecked` as well."""
+        return self._data.append
+
+    def _class(self, index: int) -> type[_Event]:
+        cls = self._classes.get(index)
+        return EVENT_CLASSES[self._data[index]["kind"]] if cls is None else cls
 
     def _build(self, index: int) -> Any:
         event = self._objects.get(index)
         if event is None:
-            event = self._objects[index] = make_event(self._kinds[index], self._data[index])
+            event = self._objects[index] = make_event(self._class(index), self._data[index])
         return event
 
     def __getitem__(self, index: Any) -> Any:
@@ -590,7 +603,10 @@ class EventList(Sequence[Any]):
     def pairs(self, start: int = 0) -> list[tuple[type[_Event], dict[str, Any]]]:
         """The events from ``start`` on as ``(event class, field dict)`` pairs, no object
         built (read the dicts, never change them)."""
-        return list(zip(self._kinds[start:], self._data[start:], strict=True))
+        classes, data = self._classes, self._data
+        if not classes:
+            return [(EVENT_CLASSES[d["kind"]], d) for d in data[start:]]
+        return [(self._class(i), data[i]) for i in range(start, len(data))]
 
     @property
     def data(self) -> Sequence[dict[str, Any]]:

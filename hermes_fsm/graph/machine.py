@@ -10,8 +10,10 @@ first one whose checks pass is taken. Its checks, in order: the contract guard (
 ``turn.output_state``), the graph's ``conditions`` (each must return ``True``) and
 ``unless`` (each must return ``False``), and the per-turn ``limit``. Taking it tells the
 turn of the exit and the entry (``turn.on_transition``: events, counters), then sets
-the session's state. ``retry``, ``fail`` and ``abort`` are derived transitions of the
-same table (see :class:`~hermes_fsm.graph.model.Graph`).
+the session's state. The turn counts the transitions between two states
+(``turn.taken[(source, dest)]``) only where an edge between them has a ``limit``: the
+machine passes ``key=None`` for the others. ``retry``, ``fail`` and ``abort`` are derived
+transitions of the same table (see :class:`~hermes_fsm.graph.model.Graph`).
 
 Why not fire through ``transitions``' public API (``Event.trigger`` with the guard, the
 conditions and the limit as its conditions, the turn's bookkeeping as a ``before``
@@ -86,12 +88,15 @@ class GraphMachine:
                 edges.append(Edge("fail", spec.name, spec.on_failure))
         edges.extend(Edge("abort", state, graph.initial) for state in graph.states)
         self._edges = tuple(edges)  # in the order declared, derived ones last
-        table: dict[tuple[str, str], list[tuple[Edge, tuple[str, str]]]] = {}
+        # the keys some edge limits: only their transitions are counted (turn.taken)
+        limited = {edge.key for edge in edges if edge.limit is not None}
+        table: dict[tuple[str, str], list[tuple[Edge, tuple[str, str] | None]]] = {}
         for edge in edges:
-            table.setdefault((edge.trigger, edge.source), []).append((edge, edge.key))
+            table.setdefault((edge.trigger, edge.source), []).append(
+                (edge, edge.key if edge.key in limited else None))
         self._table = {where: tuple(found) for where, found in table.items()}
         # the same, by trigger then source: fire looks a step up without building a key
-        self._by_trigger: dict[str, dict[str, tuple[tuple[Edge, tuple[str, str]], ...]]] = {}
+        self._by_trigger: dict[str, dict[str, tuple[tuple[Edge, tuple[str, str] | None], ...]]] = {}
         for (trigger, source), found in self._table.items():
             self._by_trigger.setdefault(trigger, {})[source] = found
 
