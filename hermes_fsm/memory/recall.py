@@ -127,8 +127,17 @@ class RecallPolicy:
 def format_recall(items: Sequence[MemoryItem]) -> str:
     """Recalled items as a dated background block for a prompt ("" when none).
 
-    Brains put it next to their system prompt, before the conversation.
+    Brains put it next to their system prompt, before the conversation. An item without
+    a value (``None`` or "") is left out: it names a key and says nothing, and "A1002:
+    None (confidence 0.80)" is what SmolLM2 then wrote as its answer in 4 of 40 turns of
+    ``bench/real_model.py`` (its own MEMORY_COMMIT had created the key with a null value).
+
+    >>> t = datetime(2026, 3, 1)
+    >>> format_recall([MemoryItem("u1", "A1002", None, "fact", 0.8, "active", t, t,
+    ...                           "user_message", "turn-1")])
+    ''
     """
+    items = [item for item in items if item.value is not None and item.value != ""]
     if not items:
         return ""
     lines = ["Background (from memory; may be outdated):"]
