@@ -305,13 +305,7 @@ class TurnContext:
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "turn_started", "user_id": user_id, "text": text,
                 "graph": graph, "domain": domain}
-        scalars = type(user_id) is str and type(text) is str
-        if self._sinks.current:
-            self._deliver(TurnStarted, data, scalars=scalars)
-        else:
-            self._add_data(data)
-            if not scalars:
-                self._unchecked(data)
+        self._write(TurnStarted, data, type(user_id) is str and type(text) is str)
 
     def emit_finished(self, status: str, answer: str, duration_ms: float) -> None:
         """Emit ``turn_finished`` with the turn's :attr:`path` (what ``emit(TurnFinished,
@@ -323,9 +317,12 @@ class TurnContext:
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "turn_finished", "status": status,
                 "answer": answer, "duration_ms": duration_ms, "path": self.path}
-        scalars = type(answer) is str and type(duration_ms) is float
+        self._write(TurnFinished, data, type(answer) is str and type(duration_ms) is float)
+
+    def _write(self, kind: type[Event], data: dict[str, Any], scalars: bool) -> None:
+        """Deliver or log an event built here; ``scalars``: no value to check for NaN."""
         if self._sinks.current:
-            self._deliver(TurnFinished, data, scalars=scalars)
+            self._deliver(kind, data, scalars=scalars)
         else:
             self._add_data(data)
             if not scalars:
