@@ -335,3 +335,31 @@ async def test_an_evicted_session_reloaded_from_the_store_is_the_session_it_was(
     assert orchestrator.session_cache.info()["bytes"] == sum(
         s.approx_bytes() for s in orchestrator.sessions().values())
     await orchestrator.aclose()
+
+
+
+async def test_a_log_entry_holds_no_more_memory_than_its_json():
+    """The log keeps each turn's JSON for the session's life: it must not keep the writer's
+    spare capacity with it (orjson >= 3.12 hands out its buffer rounded up to a power of two
+    and never shrinks it: the bench's 5.3 KB turn held 8 KiB, and the cache's bound, which
+    counts the JSON's length, understated what sessions held)."""
+    import tracemalloc
+
+    orchestrator = demo_orchestrator()
+    result = await orchestrator.run_turn("s", ASKS[0], "u")
+    events = result.events
+    for _ in range(2):  # warm: whatever the first write caches is not the log's
+        Session("w", "u", "IDLE").record(events)
+    session = Session("x", "u", "IDLE")
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        session.record(events)
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    blob = session.event_lines()  # parsed back: the entry is the turn's JSON
+    size = sum(len(line) for line in blob) + len(blob) + 1  # the array's commas and brackets
+    assert size > 4000, "a demo turn's events are several KB of JSON"
+    # the entry's bytes, its tuple and the log list's slot: ~200 bytes beyond the JSON
+    assert held <= size + 300, f"one log entry holds {held} bytes for {size} bytes of JSON"
