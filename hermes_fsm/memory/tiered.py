@@ -191,7 +191,8 @@ class TieredMemory:
         (:meth:`recall`, with ``domain``, ``shared`` and ``keys``), then the experience log
         — the user's entries whose request or arguments name one of ``entities`` (the
         conversation graph's entity values) first, newest first, then the entries most
-        similar to ``query``; ``k`` of those (the policy's k by default). With a
+        similar to ``query`` (searched only when fewer than ``k`` name an entity); ``k`` of
+        those (the policy's k by default). With a
         ``domain``, the experience layer holds the entries committed in that domain (of
         any of the user's sessions; ``shared``: and of none), as the semantic layer does.
 
@@ -226,10 +227,12 @@ class TieredMemory:
             found_keyed.sort(key=lambda pair: pair[0].at, reverse=True)
         keyed = [entry for entry, _ in found_keyed]
         seen = {e.entry_id for e in keyed}
+        # the similar entries only fill what the keyed ones leave of the layer's k: when
+        # those fill it, the similarity search (most of a turn's recall) is not made
         similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k,
                                                                       **scope)
                     if e.entry_id not in seen and seen_in_domain(e.domain, domain, shared)]
-                   if k > 0 and query.strip() else [])
+                   if len(keyed) < k and query.strip() else [])
         order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
                              experience=(keyed + similar)[:k],
