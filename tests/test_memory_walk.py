@@ -95,3 +95,26 @@ async def test_a_turn_with_no_entity_yet_finds_no_keyed_experience() -> None:
         assert other.experience == [] and other.working == []  # never another user's
     finally:
         await orchestrator.aclose()
+
+
+async def test_the_similar_entries_are_not_searched_when_the_keyed_ones_fill_the_layer() -> None:
+    """The experience layer is the keyed entries, then the similar ones, ``k`` in all: when
+    ``k`` entries name an entity, the similarity search could add nothing and is not made;
+    with fewer it fills the rest."""
+    log: list[str] = []
+    memory = spied_memory(log)
+    orchestrator = build_orchestrator(memory=memory)
+    try:
+        for n in range(3):
+            await orchestrator.run_turn(f"s{n}", FIRST, user_id="u4")
+        log.clear()
+        full = await memory.walk("u4", SECOND, session_id="s9", entities=["A1001"], k=3)
+        assert len(full.experience) == 3 and full.keyed_by == ("a1001",)
+        assert "experience" not in log  # keyed by `mentioning` (not spied): no search
+        log.clear()
+        part = await memory.walk("u4", SECOND, session_id="s9", entities=["A1001"], k=4)
+        assert "experience" in log  # three keyed of four: the search fills the rest
+        assert [e.entry_id for e in part.experience][:3] == [
+            e.entry_id for e in full.experience]
+    finally:
+        await orchestrator.aclose()

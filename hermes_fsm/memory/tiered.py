@@ -39,7 +39,6 @@ from hermes_fsm.memory.embedders import Embedder, HashingEmbedder
 from hermes_fsm.memory.experience import (
     Experience,
     ExperienceLog,
-    MentionedOutcomes,
     seen_in_domain,
 )
 from hermes_fsm.memory.items import MemoryItem, WriteOutcome, item_text
@@ -192,7 +191,8 @@ class TieredMemory:
         (:meth:`recall`, with ``domain``, ``shared`` and ``keys``), then the experience log
         — the user's entries whose request or arguments name one of ``entities`` (the
         conversation graph's entity values) first, newest first, then the entries most
-        similar to ``query``; ``k`` of those (the policy's k by default). With a
+        similar to ``query`` (searched only when fewer than ``k`` name an entity); ``k`` of
+        those (the policy's k by default). With a
         ``domain``, the experience layer holds the entries committed in that domain (of
         any of the user's sessions; ``shared``: and of none), as the semantic layer does.
 
@@ -212,28 +212,32 @@ class TieredMemory:
         # the experience layer stays in the domain as the semantic one does (passed only
         # for a domain's session: a log of no domains is still asked as before)
         scope: dict[str, Any] = {} if domain is None else {"domain": domain, "shared": shared}
-        keyed: list[Experience] = []
+        found_keyed: list[tuple[Experience, str]] = []  # each with what it says (_said)
         if names and k > 0:
             # the newest k that name an entity (the search may hold one that _said does
             # not: then fewer than k are keyed, and the similar entries fill the layer)
-            found = (await self.experience.mentioning(user_id, names, limit=k, **scope)
-                     if isinstance(self.experience, MentionedOutcomes)
+            mentioning = getattr(self.experience, "mentioning", None)  # MentionedOutcomes
+            found = (await mentioning(user_id, names, limit=k, **scope) if callable(mentioning)
                      else await self.experience.entries(user_id, limit=500))
             for entry in found:
-                if (entry.user_id == user_id and seen_in_domain(entry.domain, domain, shared)
-                        and any(n in _said(entry) for n in names)):
-                    keyed.append(entry)
-            keyed.sort(key=lambda e: e.at, reverse=True)
+                if entry.user_id == user_id and seen_in_domain(entry.domain, domain, shared):
+                    text = _said(entry)
+                    if any(n in text for n in names):
+                        found_keyed.append((entry, text))
+            found_keyed.sort(key=lambda pair: pair[0].at, reverse=True)
+        keyed = [entry for entry, _ in found_keyed]
         seen = {e.entry_id for e in keyed}
+        # the similar entries only fill what the keyed ones leave of the layer's k: when
+        # those fill it, the similarity search (most of a turn's recall) is not made
         similar = ([e for e in await self.experience.similar_outcomes(user_id, query, k,
                                                                       **scope)
                     if e.entry_id not in seen and seen_in_domain(e.domain, domain, shared)]
-                   if k > 0 and query.strip() else [])
+                   if len(keyed) < k and query.strip() else [])
         order.append("experience")
         return LayeredRecall(working=list(working), semantic=semantic,
                              experience=(keyed + similar)[:k],
                              keyed_by=tuple(n for n in dict.fromkeys(names)
-                                            if any(n in _said(e) for e in keyed)),
+                                            if any(n in text for _, text in found_keyed)),
                              order=tuple(order))
 
     def in_domain(self, domain: str, *, shared: bool = False) -> DomainMemory:

@@ -211,6 +211,9 @@ async def test_experience_finds_the_entries_naming_an_entity_newest_first(experi
     assert ids(await experience.mentioning("u1", ["华东仓", "c3001"])) == ["turn-4:call-4",
                                                                          "turn-2:call-2"]
     assert ids(await experience.mentioning("u1", ["a1001"], limit=1)) == ["turn-3:call-3"]
+    # the name's own ASCII case does not matter either
+    assert ids(await experience.mentioning("u1", ["A1001"])) == ["turn-3:call-3",
+                                                                 "turn-1:call-1"]
     # LIKE's wildcards in a name are the characters themselves
     assert ids(await experience.mentioning("u1", ["50%"])) == ["turn-4:call-4"]
     assert ids(await experience.mentioning("u1", ["a_b"])) == ["turn-4:call-4"]
