@@ -17,6 +17,7 @@ from hermes_fsm.memory import BackgroundCommits, HashingEmbedder, InProcessMemor
 from hermes_fsm.memory.experience import Experience
 from hermes_fsm.testing import ScriptedBrain
 from tests.memory.conftest import PG_URL, REDIS_URL, need
+from tests.memory.cutting_proxy import Cut, CuttingProxy
 from tests.support import INTENT_CHAT, happy_script
 
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -79,86 +80,77 @@ async def test_an_experience_schema_newer_than_this_hermes_fsm_is_refused_on_ope
         await log.drop_schema()
         await log.close()
 
-async def test_a_redis_connection_dropped_mid_commit_writes_nothing_then_retry_succeeds():
+async def test_a_redis_connection_dropped_mid_script_writes_nothing_then_retry_succeeds():
+    """Half of the turn's EVAL reaches Redis, then the connection drops."""
     need(REDIS_URL, 6379, "Redis")
     import redis.asyncio as redis
 
     from hermes_fsm.memory.redis_working import RedisWorkingMemory
 
-    client = redis.Redis.from_url(REDIS_URL, retry=None, socket_timeout=5)
-    working = RedisWorkingMemory(REDIS_URL, prefix=f"hermes-test:{uuid.uuid4().hex}",
-                                 client=client)
+    turn = ("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"step": 1})
     admin = redis.Redis.from_url(REDIS_URL)
-    try:
-        await client.ping()
-        my_id = await client.client_id()
-        real_eval = client.eval
-
-        async def eval_after_kill(*args):  # the connection dies as the script is sent
-            await admin.client_kill_filter(_id=str(my_id))
-            return await real_eval(*args)
-
-        client.eval = eval_after_kill  # type: ignore[method-assign]
-        with pytest.raises(MemoryStoreError, match="nothing of it was kept"):
-            await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}],
-                                      {"step": 1})
-        client.eval = real_eval  # type: ignore[method-assign]
-        assert await working.keys("u1") == []
-        assert await working.record_turn("u1", "s1", "t1", [{"role": "user", "content": "a"}],
-                                         {"step": 1})
-        assert await working.slots("u1", "s1") == {"step": 1}
-    finally:
-        async for key in admin.scan_iter(match=f"{working.prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
-        await working.close()
+    async with CuttingProxy(REDIS_URL) as proxy:
+        client = redis.Redis.from_url(proxy.url, retry=None, socket_timeout=5)
+        working = RedisWorkingMemory(proxy.url, prefix=f"hermes-test:{uuid.uuid4().hex}",
+                                     client=client)
+        try:
+            proxy.cut = Cut(b"EVAL", keep=0.5)
+            with pytest.raises(MemoryStoreError,
+                               match=r"turn write failed.*nothing of it was kept"):
+                await working.record_turn(*turn)
+            proxy.cut = None
+            assert await working.keys("u1") == []
+            made = proxy.cuts[0]
+            assert made.command == b"EVAL" and 0 < made.sent < made.length  # mid-command
+            assert await working.record_turn(*turn)  # True: the script had not run before
+            assert await working.slots("u1", "s1") == {"step": 1}
+            assert await working.recent("u1", "s1") == [{"role": "user", "content": "a"}]
+        finally:
+            async for key in admin.scan_iter(match=f"{working.prefix}:*"):
+                await admin.delete(key)
+            await admin.aclose()
+            await working.close()
 
 
-async def test_a_redis_connection_dropped_before_a_batch_reaches_redis_writes_no_turn():
+@pytest.mark.parametrize(("cut", "batch_sent"), [
+    (Cut(b"EVAL", nth=3, keep=0.5), [b"MULTI", b"EVAL", b"EVAL"]),
+    (Cut(b"EXEC"), [b"MULTI", b"EVAL", b"EVAL", b"EVAL"]),
+], ids=["mid-third-script", "before-exec"])
+async def test_a_redis_connection_dropped_mid_batch_writes_no_turn_then_retry_succeeds(
+        cut, batch_sent):
+    """Three turns in one batch; the connection drops part-way through it: no turn is kept."""
     need(REDIS_URL, 6379, "Redis")
     import redis.asyncio as redis
 
     from hermes_fsm.memory.redis_working import RedisWorkingMemory
     from hermes_fsm.memory.working import TurnWrite
 
-    name = f"hermes-test-{uuid.uuid4().hex[:12]}"
-    client = redis.Redis.from_url(REDIS_URL, retry=None, socket_timeout=5, client_name=name)
-    working = RedisWorkingMemory(REDIS_URL, prefix=f"hermes-test:{uuid.uuid4().hex}",
-                                 client=client)
-    admin = redis.Redis.from_url(REDIS_URL)
     turns = [TurnWrite(f"u{n}", f"s{n}", f"t{n}", [{"role": "user", "content": "a"}],
                        {"step": n}) for n in range(3)]
-    real_pipeline = client.pipeline
-
-    def dropping_pipeline(*args, **kwargs):  # its connection dies as the batch is sent
-        pipe = real_pipeline(*args, **kwargs)
-        real_execute = pipe.execute
-
-        async def execute(*a, **k):
-            for known in await admin.client_list():
-                if known.get("name") == name:
-                    await admin.client_kill_filter(_id=known["id"])
-            return await real_execute(*a, **k)
-
-        pipe.execute = execute  # type: ignore[method-assign]
-        return pipe
-
-    try:
-        await client.ping()
-        client.pipeline = dropping_pipeline  # type: ignore[method-assign]
-        with pytest.raises(MemoryStoreError, match=r"turn writes failed.*nothing of it was kept"):
-            await working.record_turns(turns)
-        client.pipeline = real_pipeline  # type: ignore[method-assign]
-        for n in range(3):
-            assert await working.keys(f"u{n}") == []
-        assert await working.record_turns(turns) == [True, True, True]
-        assert await working.record_turns(turns) == [False, False, False]
-        assert await working.slots("u2", "s2") == {"step": 2}
-    finally:
-        async for key in admin.scan_iter(match=f"{working.prefix}:*"):
-            await admin.delete(key)
-        await admin.aclose()
-        await working.close()
+    admin = redis.Redis.from_url(REDIS_URL)
+    async with CuttingProxy(REDIS_URL) as proxy:
+        client = redis.Redis.from_url(proxy.url, retry=None, socket_timeout=5)
+        working = RedisWorkingMemory(proxy.url, prefix=f"hermes-test:{uuid.uuid4().hex}",
+                                     client=client)
+        try:
+            proxy.cut = cut
+            with pytest.raises(MemoryStoreError,
+                               match=r"turn writes failed.*nothing of it was kept"):
+                await working.record_turns(turns)
+            proxy.cut = None
+            for n in range(3):
+                assert await working.keys(f"u{n}") == []
+            made = proxy.cuts[0]
+            assert made.before[-len(batch_sent):] == batch_sent  # the fault is mid-batch
+            assert made.command == cut.command and made.sent < made.length
+            assert await working.record_turns(turns) == [True, True, True]
+            assert await working.record_turns(turns) == [False, False, False]
+            assert await working.slots("u2", "s2") == {"step": 2}
+        finally:
+            async for key in admin.scan_iter(match=f"{working.prefix}:*"):
+                await admin.delete(key)
+            await admin.aclose()
+            await working.close()
 
 
 class FlakyMemory(InProcessMemory):
