@@ -4,7 +4,9 @@ a failed commit never fails the answered turn."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -80,36 +82,44 @@ async def test_an_experience_schema_newer_than_this_hermes_fsm_is_refused_on_ope
         await log.drop_schema()
         await log.close()
 
-async def test_a_redis_connection_dropped_mid_script_writes_nothing_then_retry_succeeds():
-    """Half of the turn's EVAL reaches Redis, then the connection drops."""
-    need(REDIS_URL, 6379, "Redis")
+@contextlib.asynccontextmanager
+async def working_behind_proxy() -> AsyncIterator[tuple[CuttingProxy, Any]]:
+    """A RedisWorkingMemory whose client reaches Redis through a :class:`CuttingProxy`
+    (no client-side retries), under a prefix of its own; its keys are deleted after."""
     import redis.asyncio as redis
 
     from hermes_fsm.memory.redis_working import RedisWorkingMemory
 
-    turn = ("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"step": 1})
     admin = redis.Redis.from_url(REDIS_URL)
     async with CuttingProxy(REDIS_URL) as proxy:
         client = redis.Redis.from_url(proxy.url, retry=None, socket_timeout=5)
         working = RedisWorkingMemory(proxy.url, prefix=f"hermes-test:{uuid.uuid4().hex}",
                                      client=client)
         try:
-            proxy.cut = Cut(b"EVAL", keep=0.5)
-            with pytest.raises(MemoryStoreError,
-                               match=r"turn write failed.*nothing of it was kept"):
-                await working.record_turn(*turn)
-            proxy.cut = None
-            assert await working.keys("u1") == []
-            made = proxy.cuts[0]
-            assert made.command == b"EVAL" and 0 < made.sent < made.length  # mid-command
-            assert await working.record_turn(*turn)  # True: the script had not run before
-            assert await working.slots("u1", "s1") == {"step": 1}
-            assert await working.recent("u1", "s1") == [{"role": "user", "content": "a"}]
+            yield proxy, working
         finally:
             async for key in admin.scan_iter(match=f"{working.prefix}:*"):
                 await admin.delete(key)
             await admin.aclose()
             await working.close()
+
+
+async def test_a_redis_connection_dropped_mid_script_writes_nothing_then_retry_succeeds():
+    """Half of the turn's EVAL reaches Redis, then the connection drops."""
+    need(REDIS_URL, 6379, "Redis")
+    turn = ("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"step": 1})
+    async with working_behind_proxy() as (proxy, working):
+        proxy.cut = Cut(b"EVAL", keep=0.5)
+        with pytest.raises(MemoryStoreError,
+                           match=r"turn write failed.*nothing of it was kept"):
+            await working.record_turn(*turn)
+        proxy.cut = None
+        assert await working.keys("u1") == []
+        made = proxy.cuts[0]
+        assert made.command == b"EVAL" and 0 < made.sent < made.length  # mid-command
+        assert await working.record_turn(*turn)  # True: the script had not run before
+        assert await working.slots("u1", "s1") == {"step": 1}
+        assert await working.recent("u1", "s1") == [{"role": "user", "content": "a"}]
 
 
 @pytest.mark.parametrize(("cut", "batch_sent"), [
@@ -120,37 +130,24 @@ async def test_a_redis_connection_dropped_mid_batch_writes_no_turn_then_retry_su
         cut, batch_sent):
     """Three turns in one batch; the connection drops part-way through it: no turn is kept."""
     need(REDIS_URL, 6379, "Redis")
-    import redis.asyncio as redis
-
-    from hermes_fsm.memory.redis_working import RedisWorkingMemory
     from hermes_fsm.memory.working import TurnWrite
 
     turns = [TurnWrite(f"u{n}", f"s{n}", f"t{n}", [{"role": "user", "content": "a"}],
                        {"step": n}) for n in range(3)]
-    admin = redis.Redis.from_url(REDIS_URL)
-    async with CuttingProxy(REDIS_URL) as proxy:
-        client = redis.Redis.from_url(proxy.url, retry=None, socket_timeout=5)
-        working = RedisWorkingMemory(proxy.url, prefix=f"hermes-test:{uuid.uuid4().hex}",
-                                     client=client)
-        try:
-            proxy.cut = cut
-            with pytest.raises(MemoryStoreError,
-                               match=r"turn writes failed.*nothing of it was kept"):
-                await working.record_turns(turns)
-            proxy.cut = None
-            for n in range(3):
-                assert await working.keys(f"u{n}") == []
-            made = proxy.cuts[0]
-            assert made.before[-len(batch_sent):] == batch_sent  # the fault is mid-batch
-            assert made.command == cut.command and made.sent < made.length
-            assert await working.record_turns(turns) == [True, True, True]
-            assert await working.record_turns(turns) == [False, False, False]
-            assert await working.slots("u2", "s2") == {"step": 2}
-        finally:
-            async for key in admin.scan_iter(match=f"{working.prefix}:*"):
-                await admin.delete(key)
-            await admin.aclose()
-            await working.close()
+    async with working_behind_proxy() as (proxy, working):
+        proxy.cut = cut
+        with pytest.raises(MemoryStoreError,
+                           match=r"turn writes failed.*nothing of it was kept"):
+            await working.record_turns(turns)
+        proxy.cut = None
+        for n in range(3):
+            assert await working.keys(f"u{n}") == []
+        made = proxy.cuts[0]
+        assert made.before[-len(batch_sent):] == batch_sent  # the fault is mid-batch
+        assert made.command == cut.command and made.sent < made.length
+        assert await working.record_turns(turns) == [True, True, True]
+        assert await working.record_turns(turns) == [False, False, False]
+        assert await working.slots("u2", "s2") == {"step": 2}
 
 
 class FlakyMemory(InProcessMemory):
