@@ -14,7 +14,7 @@ from pydantic_core import from_json
 from hermes_fsm.engine.orchestrator import DEFAULT_SESSION_CACHE_BYTES, Orchestrator
 from hermes_fsm.engine.session import Session, SessionCache
 from hermes_fsm.errors import UsageError
-from hermes_fsm.events.model import EVENTS_ADAPTER
+from hermes_fsm.events.model import EVENTS_ADAPTER, EventList
 from hermes_fsm.events.recording import (
     RecordingSink,
     load_recording,
@@ -348,6 +348,7 @@ async def test_a_log_entry_holds_no_more_memory_than_its_json():
     orchestrator = demo_orchestrator()
     result = await orchestrator.run_turn("s", ASKS[0], "u")
     events = result.events
+    assert isinstance(events, EventList)  # what the engine records
     for _ in range(2):  # warm: whatever the first write caches is not the log's
         Session("w", "u", "IDLE").record(events)
     session = Session("x", "u", "IDLE")
