@@ -27,6 +27,18 @@ def _h(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()[:32]
 
 
+_AFTER = {
+    "turn write": "a turn is written in one transaction, so all of it or nothing was kept "
+                  "(all of it only if the connection dropped after Redis ran it); writing "
+                  "it again is safe: a turn kept already is not applied twice; ",
+    "turn writes": "each batch is one transaction, so all of its turns or none were kept "
+                   "(all only if the connection dropped after Redis ran it); writing them "
+                   "again is safe: a turn kept already is not applied twice; ",
+    "delete": "some of the user's keys may be left: forgetting her again removes them; ",
+}
+"""What a failed call of :meth:`RedisWorkingMemory._run` left behind, by what it was."""
+
+
 class RedisWorkingMemory:
     """Working memory in Redis.
 
@@ -65,9 +77,8 @@ class RedisWorkingMemory:
             raise
         except Exception as exc:  # redis.ConnectionError, TimeoutError, ResponseError …
             raise MemoryStoreError(
-                f"{self.name}: {what} failed ({redact(f'{type(exc).__name__}: {exc}')}); the "
-                "write was one transaction, so nothing of it was kept; check that Redis is up"
-            ) from exc
+                f"{self.name}: {what} failed ({redact(f'{type(exc).__name__}: {exc}')}); "
+                f"{_AFTER.get(what, '')}check that Redis is up") from exc
 
     async def record_turn(self, user_id: str, session_id: str, turn_id: str,
                           messages: Sequence[Mapping[str, Any]], slots: Mapping[str, Any],

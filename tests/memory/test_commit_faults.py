@@ -110,8 +110,8 @@ async def test_a_redis_connection_dropped_mid_script_writes_nothing_then_retry_s
     turn = ("u1", "s1", "t1", [{"role": "user", "content": "a"}], {"step": 1})
     async with working_behind_proxy() as (proxy, working):
         proxy.cut = Cut(b"EVAL", keep=0.5)
-        with pytest.raises(MemoryStoreError,
-                           match=r"turn write failed.*nothing of it was kept"):
+        with pytest.raises(MemoryStoreError, match=r"turn write failed.*all of it or nothing "
+                                                   r"was kept.*writing it again is safe"):
             await working.record_turn(*turn)
         proxy.cut = None
         assert await working.keys("u1") == []
@@ -136,8 +136,8 @@ async def test_a_redis_connection_dropped_mid_batch_writes_no_turn_then_retry_su
                        {"step": n}) for n in range(3)]
     async with working_behind_proxy() as (proxy, working):
         proxy.cut = cut
-        with pytest.raises(MemoryStoreError,
-                           match=r"turn writes failed.*nothing of it was kept"):
+        with pytest.raises(MemoryStoreError, match=r"turn writes failed.*all of its turns or "
+                                                   r"none were kept.*again is safe"):
             await working.record_turns(turns)
         proxy.cut = None
         for n in range(3):
@@ -148,6 +148,25 @@ async def test_a_redis_connection_dropped_mid_batch_writes_no_turn_then_retry_su
         assert await working.record_turns(turns) == [True, True, True]
         assert await working.record_turns(turns) == [False, False, False]
         assert await working.slots("u2", "s2") == {"step": 2}
+
+
+async def test_a_failed_read_or_delete_says_what_it_left_and_claims_no_write():
+    """The error says what the failed call left behind: nothing for a read, maybe some keys
+    for a delete; only a write's error speaks of what was kept."""
+    from hermes_fsm.memory.redis_working import RedisWorkingMemory
+
+    async with CuttingProxy(REDIS_URL) as proxy:
+        url = proxy.url
+    working = RedisWorkingMemory(url, prefix="hermes-test:gone")  # nothing listens there now
+    try:
+        with pytest.raises(MemoryStoreError, match=r"read failed") as read:
+            await working.recent("u1", "s1")
+        assert "kept" not in str(read.value) and "check that Redis is up" in str(read.value)
+        with pytest.raises(MemoryStoreError, match=r"scan failed") as scan:
+            await working.forget("u1")
+        assert "kept" not in str(scan.value)
+    finally:
+        await working.close()
 
 
 class FlakyMemory(InProcessMemory):
