@@ -6,10 +6,11 @@ Run on demand (never in CI, no timed assertions)::
 
 Local (CPU time of this process): one call of a sync tool through ``ToolExecutor.execute``
 (argument check, permission and breaker checks, timeout-free sync call, output check,
-truncation check, start/finish events to a no-op emitter and to a real turn's event list)
-against calling
-the function directly; the tool is ``inline`` (called on the event loop), and the
-``thread`` row is the same tool run as sync tools are by default, in a worker thread.
+truncation check, start/finish events to a no-op emitter, and — the ``executor+events`` row
+— to a real turn's ``TurnContext.emit``, contexts built outside the timed loop, 20 calls
+each) against calling the function directly; the tool is ``inline`` (called on the event
+loop), and the ``thread`` row is the same tool run as sync tools are by default, in a
+worker thread.
 MCP: ``calendar_query`` on the bundled stdio demo server through
 the executor and ``MCPConnection`` against a bare ``mcp.Client.call_tool`` to the same
 server script, in the same run, alternating call by call. Targets: ≤ 20 µs added to a local
@@ -53,19 +54,29 @@ def noop(kind: Any, **fields: Any) -> None:
 
 
 class TurnEvents:
-    """What a turn's emit does: fill the event's fields and keep them (no sinks)."""
+    """A real turn's ``emit`` (:meth:`TurnContext.emit`: fill the event's fields, keep them on
+    the turn's log; no sinks). A new turn context every ``calls_per_turn`` calls, built
+    outside the timed loop, so the log grows as a turn's does, not without bound."""
 
-    def __init__(self) -> None:
-        from hermes_fsm.events.model import EventList, event_data
+    def __init__(self, registry: ToolRegistry, executor: ToolExecutor,
+                 calls_per_turn: int = 20) -> None:
+        from hermes_fsm.engine.session import Session
+        from hermes_fsm.engine.turn import EventSinks, Services, TurnContext
+        from hermes_fsm.sources import SystemClock
 
-        self.events = EventList()
-        self._data = event_data
-        self.seq = 0
+        services = Services(brain=None, tools=registry, executor=executor,  # type: ignore[arg-type]
+                            memory=None, clock=SystemClock())  # type: ignore[arg-type]
+        self._new = lambda: TurnContext(Session("s", "alice", "IDLE"), "t", "alice", "x",
+                                        services, EventSinks())
+        self.calls_per_turn = calls_per_turn
 
-    def __call__(self, kind: Any, **fields: Any) -> None:
-        self.seq += 1
-        fields.update(session_id="s", turn_id="t", seq=self.seq, at=None)
-        self.events.add(kind, self._data(kind, fields))
+    def emitters(self, n: int) -> list[Any]:
+        """The ``emit`` of each of ``n`` calls (a turn context per ``calls_per_turn``)."""
+        out: list[Any] = []
+        while len(out) < n:
+            emit = self._new().emit
+            out.extend([emit] * self.calls_per_turn)
+        return out[:n]
 
 
 async def per_call_us(run: Any, n: int, clock: Any = time.perf_counter) -> float:
@@ -98,8 +109,11 @@ async def bench_local(n: int, quiet: bool = False) -> dict[str, float]:
     async def through_executor() -> None:
         await executor.execute(calls, noop, "alice")
 
+    turns = TurnEvents(registry, executor)
+    emitters: list[Any] = []
+
     async def with_events() -> None:
-        await executor.execute(calls, TurnEvents(), "alice")
+        await executor.execute(calls, emitters.pop(), "alice")
 
     async def in_thread() -> None:
         await executor.execute(threaded, noop, "alice")
@@ -109,6 +123,7 @@ async def bench_local(n: int, quiet: bool = False) -> dict[str, float]:
     for _ in range(5):
         rounds["direct"].append(await cpu_us(direct, n))
         rounds["executor"].append(await cpu_us(through_executor, n))
+        emitters[:] = turns.emitters(n)  # built before the timed loop
         rounds["executor+events"].append(await cpu_us(with_events, n))
         rounds["thread"].append(await per_call_us(in_thread, n))  # wall: two threads work
     medians = {name: statistics.median(values) for name, values in rounds.items()}

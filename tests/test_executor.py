@@ -425,3 +425,38 @@ def test_the_compiled_argument_check_agrees_with_draft_2020_12(schema, cases) ->
     for arguments in cases:
         assert (tool.argument_problem(arguments) is None) == reference.is_valid(arguments), (
             arguments)
+
+
+async def test_an_input_model_of_ones_own_is_checked_as_it_says() -> None:
+    """The executor calls a plain model's validator itself (faster); a model that
+    overrides ``model_validate`` keeps its own check."""
+    from pydantic import BaseModel, ConfigDict
+
+    from hermes_fsm.tools.registry import Tool, schema_of
+
+    class Plain(BaseModel):
+        model_config = ConfigDict(strict=True, extra="forbid")
+        sku: str
+
+    class OnlyA(Plain):
+        @classmethod
+        def model_validate(cls, obj: Any, **kwargs: Any) -> OnlyA:
+            if not str(obj.get("sku", "")).startswith("A"):
+                raise ValueError("only A skus")  # not a ValidationError: then schema wording
+            return super().model_validate(obj, **kwargs)
+
+    def lookup(sku: str) -> dict[str, Any]:
+        return {"sku": sku}
+
+    registry = ToolRegistry([
+        Tool("plain", "a tool", lookup, schema_of(Plain), input_model=Plain, inline=True),
+        Tool("only_a", "a tool", lookup, schema_of(OnlyA), input_model=OnlyA, inline=True)])
+    executor = ToolExecutor(registry)
+    (ok, bad) = await executor.execute([("c1", "plain", {"sku": "B1"}),
+                                        ("c2", "plain", {"sku": 1})])
+    assert ok["success"] and bad["error_code"] == "VALIDATION_FAILED", (ok, bad)
+    assert "string" in bad["message"], bad
+    (a,) = await executor.execute([("c3", "only_a", {"sku": "A1"})])
+    assert a["success"], a
+    with pytest.raises(ValueError, match="only A skus"):  # its own check ran
+        registry.find("only_a").argument_problem({"sku": "B1"})  # type: ignore[union-attr]

@@ -49,7 +49,7 @@ from typing import Any, Protocol
 import structlog
 from pydantic_core import to_json
 
-from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over, dumps
+from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over
 from hermes_fsm._internal.redact import redact
 from hermes_fsm.errors import MCPServerError, ToolCallFailed, ToolError
 from hermes_fsm.events.model import (
@@ -61,7 +61,7 @@ from hermes_fsm.events.model import (
     ToolVersionChosen,
 )
 from hermes_fsm.tools.breaker import NoBreaker, WindowBreaker
-from hermes_fsm.tools.calling import calling_as
+from hermes_fsm.tools.calling import calling_as, reset_caller, set_caller
 from hermes_fsm.tools.canary import refresh as refresh_canary
 from hermes_fsm.tools.compensation import UNKNOWN_OUTCOMES, compensable, settle
 from hermes_fsm.tools.conditions import postcondition_problem, precondition_failure
@@ -180,9 +180,17 @@ class ToolExecutor:
             await breaker.refresh()
         if self.registry.canaries and self.registry.canary_log is not None and calls:
             await self.refresh_canaries(calls[0][0], emit)  # versions, across processes
-        with calling_as(caller):  # tools learn the user from the engine, never the model
-            if len(calls) == 1 and not compensable(self.registry, calls):
-                return [await self._run_one(*calls[0], emit, caller, journal)]
+        if len(calls) == 1:  # the common plan, written out (every call pays for this path)
+            call_id, name, arguments = calls[0]
+            tool = self.registry.find(name)
+            if tool is None or tool.contract is None or tool.contract.compensation is None:
+                token = set_caller(caller)  # tools learn the user from the engine, never
+                try:  # the model
+                    return [await self._run_one(call_id, name, arguments, emit, caller,
+                                                journal)]
+                finally:
+                    reset_caller(token)
+        with calling_as(caller):
             return await self._execute(calls, emit, caller, journal)
 
     async def _execute(self, calls: Sequence[tuple[str, str, dict[str, Any]]], emit: Emit,
@@ -369,7 +377,9 @@ class ToolExecutor:
             denied = registry._permission(registry.permissions.caller(caller), tool_name)
             if denied is not None:
                 return failure("PERMISSION_DENIED", denied, False)
-        pre, post = self._conditions(contract)
+        entry = self._has_conditions.get(id(contract))  # self._conditions, inline
+        pre, post = (entry[1], entry[2]) if entry is not None and entry[0] is contract \
+            else self._conditions(contract)
         if pre:  # the tool never runs when one does not hold
             refused = precondition_failure(tool, registry.registries, arguments, caller)
             if refused is not None:
@@ -446,7 +456,8 @@ class ToolExecutor:
                     if hasattr(result, "__await__"):
                         result = await result
                 return None, "", None, result
-            result = tool.invoke(arguments, progress)
+            result = tool.fn(**arguments) if tool.pass_kwargs else \
+                tool.invoke(arguments, progress)  # tool.invoke, the common case inline
             if hasattr(result, "__await__"):
                 if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
                     result = await result
@@ -485,8 +496,8 @@ class ToolExecutor:
             audit.pop("json_bytes", None)  # a fallback's output is measured afresh
         if output is None or isinstance(output, bool | int | float):
             return None
-        try:
-            blob = dumps(output)
+        try:  # as json_safe.dumps writes it, less the U+0000 escape (which keeps the length)
+            blob = to_json(output, serialize_unknown=True, inf_nan_mode="strings")
         except ValueError as exc:  # nested beyond what JSON is written for, or a cycle
             return f"that cannot be written as JSON ({exc})"
         if audit is not None:
@@ -494,7 +505,8 @@ class ToolExecutor:
         if len(blob) > self.max_output_bytes:
             return (f"of {len(blob)} bytes as JSON, over the limit of "
                     f"{self.max_output_bytes} bytes")
-        if depth_over(output, self.max_output_depth, blob):
+        limit = self.max_output_depth  # no more brackets than the limit: not deeper
+        if blob.count(b"[") + blob.count(b"{") > limit and depth_over(output, limit):
             return f"nested more than {self.max_output_depth} levels deep (the limit)"
         return None
 

@@ -86,6 +86,7 @@ class Tool:
     _validator: Any = field(default=None, repr=False)
     _fast_check: Any = field(default=None, repr=False)
     _output_check: Callable[[Any], str | None] | None = field(default=None, repr=False)
+    _validate_args: Callable[[Any], Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.contract is None:
@@ -104,6 +105,13 @@ class Tool:
         self._fast_check = _compiled(self.input_schema, self._validator)
         self._output_check = (_output_checker(self.contract.output_schema)
                               if self.check_output else None)
+        model = self.input_model
+        if model is not None:  # its validator itself (every call asks): model_validate
+            # only forwards to it, unless the model overrides it
+            plain = getattr(model.model_validate, "__func__", None) is \
+                BaseModel.model_validate.__func__  # type: ignore[attr-defined]
+            self._validate_args = (model.__pydantic_validator__.validate_python if plain
+                                   else model.model_validate)
 
     def argument_problem(self, arguments: Mapping[str, Any]) -> str | None:
         """``None`` when ``arguments`` satisfy the input schema, else the first problem.
@@ -111,9 +119,9 @@ class Tool:
         A tool made from a typed signature checks with its (strict) pydantic model first,
         which is much faster; the JSON Schema check then only words the problem.
         """
-        if self.input_model is not None:
+        if self._validate_args is not None:
             try:
-                self.input_model.model_validate(arguments)
+                self._validate_args(arguments)
                 return None
             except ValidationError:
                 pass
