@@ -263,10 +263,11 @@ def version_hermes() -> str:
     return "hermes-fsm " + (ver if ver != "?" else str(getattr(mod, "__version__", "?")))
 
 
-def _hermes_orchestrator():
+def _hermes_orchestrator(**options: Any):
     """Our engine on the shared workload: a graph file (YAML, through the loader) naming the
     shared handlers, each state guarded by a Contract with the shared model's fields;
-    timeouts and retry policies declared; events on (each session keeps its event log)."""
+    timeouts and retry policies declared; events on (each session keeps its event log).
+    ``options`` go to the Orchestrator."""
     from pydantic import create_model
 
     from hermes_fsm import Contract, Orchestrator, ToolRegistry
@@ -293,7 +294,7 @@ def _hermes_orchestrator():
     for state in STATE_ORDER:
         lines.append(f"  - {{source: {state}, dest: {NEXT[state]}}}")
     graph = parse_graph("\n".join(lines) + "\n", "bench.yaml", contracts=registry)
-    return Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry())
+    return Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry(), **options)
 
 
 def _hermes_turn(orchestrator):
@@ -392,6 +393,16 @@ def version_hermes_tr() -> str:
 
 run_hermes_tr, create_hermes_tr, concurrent_hermes_tr = _hermes_peer(
     _hermes_transitions_orchestrator)
+
+
+# --- hermes-fsm keeping no in-process session log (for comparison) ------------------------
+# The same orchestrator with `event_log=False`: a turn's events are still built, in its
+# TurnResult and sent to any sink, but not serialised into the session's log (what a
+# durable store or a recording keeps instead). The difference is the log's cost a turn.
+
+
+run_hermes_nolog, create_hermes_nolog, concurrent_hermes_nolog = _hermes_peer(
+    lambda: _hermes_orchestrator(event_log=False))
 
 
 # ============================================================================
@@ -696,6 +707,10 @@ PEERS = [
         "hermes_tr", "hermes-fsm, transitions firing", run_hermes_tr, create_hermes_tr,
         concurrent_hermes_tr, version_hermes_tr,
     ),
+    Peer(
+        "hermes_nolog", "hermes-fsm, no session log", run_hermes_nolog, create_hermes_nolog,
+        concurrent_hermes_nolog, version_hermes,
+    ),
     Peer("hand", "hand-written asyncio loop", run_hand, create_hand, concurrent_hand, version_hand),
     Peer(
         "transitions",
@@ -751,6 +766,9 @@ STATIC_NOTES = [
     "replaced by a transitions Machine built through its public API (guard, conditions and "
     "limit as conditions, the turn's bookkeeping as a `before` callback) and fired with "
     "`Event.trigger(session, turn)`; hermes-fsm fires its own table (graph/machine.py).",
+    "hermes-fsm, no session log: the same orchestrator with `event_log=False` (events still "
+    "built, in the TurnResult and for sinks; not serialised into the session's in-process "
+    "log, which keeps every turn by default and grows ~5 KiB a turn).",
     "create: hand = Session object; transitions = Session + add_model on one shared machine; "
     "langgraph = config dict with a thread_id (its checkpoint is created lazily by the first "
     "turn, inside the turn figures); burr = ApplicationBuilder().with_graph(prebuilt)"
@@ -1133,6 +1151,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nfiring a transition through transitions' Event.trigger instead of hermes-fsm's "
               f"own table: {per:+.1f} µs (7 a turn; "
               f"{results['hermes_tr']['us_turn'] / results['hermes']['us_turn'] - 1:+.0%} a turn)")
+    if "hermes" in results and "hermes_nolog" in results:
+        log = results["hermes"]["us_turn"] - results["hermes_nolog"]["us_turn"]
+        print(f"the in-process session log (each turn's events as JSON, kept): {log:+.1f} µs a "
+              f"turn; without it {results['hermes_nolog']['tpcpu']:,.0f} turns per CPU-second")
     print()
     print("notes:")
     for n in [*STATIC_NOTES, *NOTES]:
