@@ -377,9 +377,7 @@ class ToolExecutor:
             denied = registry._permission(registry.permissions.caller(caller), tool_name)
             if denied is not None:
                 return failure("PERMISSION_DENIED", denied, False)
-        entry = self._has_conditions.get(id(contract))  # self._conditions, inline
-        pre, post = (entry[1], entry[2]) if entry is not None and entry[0] is contract \
-            else self._conditions(contract)
+        pre, post = self._conditions(contract)
         if pre:  # the tool never runs when one does not hold
             refused = precondition_failure(tool, registry.registries, arguments, caller)
             if refused is not None:
@@ -505,8 +503,7 @@ class ToolExecutor:
         if len(blob) > self.max_output_bytes:
             return (f"of {len(blob)} bytes as JSON, over the limit of "
                     f"{self.max_output_bytes} bytes")
-        limit = self.max_output_depth  # no more brackets than the limit: not deeper
-        if blob.count(b"[") + blob.count(b"{") > limit and depth_over(output, limit):
+        if depth_over(output, self.max_output_depth, blob):
             return f"nested more than {self.max_output_depth} levels deep (the limit)"
         return None
 
