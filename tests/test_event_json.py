@@ -10,13 +10,15 @@ import math
 import uuid
 from datetime import UTC, date, datetime, time, timedelta, timezone
 from decimal import Decimal
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
-from pydantic import BaseModel
+from pydantic import AfterValidator, BaseModel, ConfigDict, computed_field
 from pydantic_core import to_json
 
+from hermes_fsm.contracts.base import Contract
 from hermes_fsm.engine.orchestrator import Orchestrator
+from hermes_fsm.events import ListSink
 from hermes_fsm.events.model import (
     EventList,
     StateOutput,
@@ -193,3 +195,100 @@ def test_an_event_of_a_class_its_kind_does_not_name_is_read_back_as_that_class()
     batch.add(StateOutput, event_data(StateOutput, {**fields, "seq": 2}))
     assert [type(e) for e in batch] == [Custom, StateOutput]
     assert [kind for kind, _ in batch.pairs()] == [Custom, StateOutput]
+
+
+# --- outputs the engine knows to be finite ----------------------------------------------
+# A contract's JSON-mode dump writes a non-finite float as None wherever pydantic infers the
+# type; a ``float`` serializer keeps it. The engine skips the check only for contracts with
+# no ``float`` in their schema (and the default ``ser_json_inf_nan``).
+
+
+def _nan() -> float:
+    return float("nan")
+
+
+class Loose(Contract):
+    contract_name, contract_version = "loose", "1.0.0"
+    text: str
+    data: dict[str, Any]
+    items: list[Any]
+
+
+class FloatSetByValidator(Contract):
+    contract_name, contract_version = "float_by_validator", "1.0.0"
+    text: str
+    score: Annotated[float, AfterValidator(lambda v: _nan())]
+
+
+class ComputedFloat(Contract):
+    contract_name, contract_version = "computed_float", "1.0.0"
+    text: str
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def score(self) -> float:
+        return _nan()
+
+
+class LooseNested(BaseModel):  # a plain model: NaN allowed in its float field
+    score: float
+
+
+class NestedFloat(Contract):
+    contract_name, contract_version = "nested_float", "1.0.0"
+    text: str
+    inner: LooseNested
+
+
+class ConstantsConfig(Contract):
+    model_config = ConfigDict(ser_json_inf_nan="constants")
+    contract_name, contract_version = "constants_config", "1.0.0"
+    text: str
+    data: dict[str, Any]
+
+
+_OUTPUTS: dict[str, dict[str, Any]] = {
+    "loose": {"text": "t", "data": {"x": float("nan")}, "items": [float("inf")]},
+    "float_by_validator": {"text": "t", "score": 0.5},
+    "computed_float": {"text": "t"},
+    "nested_float": {"text": "t", "inner": {"score": float("nan")}},
+    "constants_config": {"text": "t", "data": {"x": float("nan")}},
+}
+
+
+async def shaped(ctx: Any) -> dict[str, Any]:
+    return dict(_OUTPUTS[ctx.state.contract.contract_name])
+
+
+@pytest.mark.parametrize(("contract", "finite"), [
+    (Loose, True), (FloatSetByValidator, False), (ComputedFloat, False),
+    (NestedFloat, False), (ConstantsConfig, False)], ids=lambda c: getattr(c, "__name__", c))
+@pytest.mark.parametrize("sinks", [False, True], ids=["no sink", "a sink"])
+async def test_an_output_is_left_unchecked_only_when_its_dump_cannot_hold_nan(
+        contract: type[Contract], finite: bool, sinks: bool) -> None:
+    from hermes_fsm import ToolRegistry
+    from hermes_fsm.contracts import ContractRegistry
+    from hermes_fsm.engine.orchestrator import _finite_dump
+    from hermes_fsm.graph.loader import parse_graph
+    from hermes_fsm.testing import ScriptedBrain
+
+    assert _finite_dump(contract) is finite
+    graph = parse_graph(
+        "name: shapes\ninitial: IDLE\nstates:\n  IDLE: {}\n"
+        f"  SHAPE: {{handler: {__name__}.shaped, contract: {contract.ref()}, "
+        "on_failure: IDLE}\n"
+        "transitions:\n  - {trigger: start, source: IDLE, dest: SHAPE}\n"
+        "  - {source: SHAPE, dest: IDLE}\n", "shapes.yaml",
+        contracts=ContractRegistry([contract]))
+    orchestrator = Orchestrator(graph, brain=ScriptedBrain({}), tools=ToolRegistry(),
+                                sinks=[ListSink()] if sinks else ())
+    result = await orchestrator.run_turn("s1", "hi")
+    assert result.status == "completed", result.answer
+    events = result.events
+    assert isinstance(events, EventList)
+    data = next(d for d in events.data if d["kind"] == "state_output")
+    assert (data["output"] in events.unchecked or data in events.unchecked) is not finite
+    # whichever writer wrote the log, it holds what pydantic writes of the same data
+    assert events.to_json() == to_json(events.data, serialize_unknown=True)
+    if not finite:  # a non-finite float that reached the dump is in the log as pydantic wrote it
+        assert b"NaN" in events.to_json()

@@ -219,7 +219,8 @@ class Orchestrator:
         # contract class with its JSON dump (see _fast_dump)
         self._plan = {name: (spec.handler if spec.handler is not None else ask_brain,
                              spec.contract.ref() if spec.contract is not None else None,
-                             _fast_validate(spec.contract), *_fast_dump(spec.contract))
+                             _fast_validate(spec.contract), *_fast_dump(spec.contract),
+                             _finite_dump(spec.contract))
                       for name, spec in graph.states.items()}
 
     # --- lifecycle --------------------------------------------------------------------
@@ -514,7 +515,7 @@ class Orchestrator:
         turn.state = spec
         reason: Literal["violation", "timeout", "error"]
         try:
-            handler, ref, fast, model, to_python = self._plan[spec.name]
+            handler, ref, fast, model, to_python, finite = self._plan[spec.name]
             timeout_s = spec.timeout_s
             raw = handler(turn)
             if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
@@ -539,10 +540,13 @@ class Orchestrator:
                 if spec.on_output is not None:
                     await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
-                turn.emit_output(spec.name, ref,
-                                 to_python(output, mode="json") if type(output) is model
-                                 else _dump(output),
-                                 raw if type(raw) is str or isinstance(raw, str) else None)
+                if type(output) is model:
+                    turn.emit_output(spec.name, ref, to_python(output, mode="json"),
+                                     raw if type(raw) is str or isinstance(raw, str) else None,
+                                     finite)
+                else:
+                    turn.emit_output(spec.name, ref, _dump(output),
+                                     raw if type(raw) is str or isinstance(raw, str) else None)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
@@ -715,6 +719,41 @@ def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, Any]:
     if not isinstance(serializer, SchemaSerializer):
         return None, None
     return contract, serializer.to_python
+
+
+def _finite_dump(contract: type[Contract] | None) -> bool:
+    """Whether ``contract``'s own ``model_dump(mode="json")`` can never hold a NaN or
+    ±Infinity float, whatever its values: worked out once per state, so the state's
+    output needs no check before the session log's fast writer (see
+    :func:`hermes_fsm.events.model.write_json`).
+
+    In JSON mode pydantic writes a non-finite float as ``None`` (``ser_json_inf_nan``
+    "null", the default; the model's own setting governs its nested values) wherever it
+    infers the type (``Any``, ``dict``, ``list``, a model or function serializer's return
+    value), but keeps it where a ``float`` serializer writes it (a float field a validator
+    set to NaN, a computed field). So: the default setting, and no ``float`` anywhere in
+    the model's core schema (``__pydantic_core_schema__``, documented on every model;
+    nested models and computed fields included). ``False`` whenever in doubt.
+    """
+    if contract is None or _fast_dump(contract)[1] is None:
+        return False
+    if contract.model_config.get("ser_json_inf_nan", "null") != "null":
+        return False
+    nodes: list[Any] = [contract.__pydantic_core_schema__]
+    seen: set[int] = set()
+    while nodes:
+        node = nodes.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, dict):
+            if node.get("type") == "float":
+                return False
+            nodes.extend(node.values())
+        elif isinstance(node, list | tuple):
+            nodes.extend(node)
+    return True
+
 
 _BASE_LOOP_TIME = asyncio.BaseEventLoop.time
 """``loop.time`` of asyncio's own loops: ``time.monotonic()``."""

@@ -328,19 +328,24 @@ class TurnContext:
             if not scalars:
                 self._unchecked(data)
 
-    def emit_output(self, state: str, contract: str | None, output: Any, raw: Any) -> None:
+    def emit_output(self, state: str, contract: str | None, output: Any, raw: Any,
+                    finite: bool = False) -> None:
         """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs
-        at every state): ``output`` as JSON-able data, the state's contract ref."""
+        at every state): ``output`` as JSON-able data, the state's contract ref;
+        ``finite``: ``output`` cannot hold a NaN or ±Infinity float (the engine knows it of
+        some contracts' dumps), so the log's writer need not check it."""
         session = self.session
         seq = session.seq = session.seq + 1
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "state_output", "state": state,
                 "attempt": self.attempt, "contract": contract, "output": output, "raw": raw}
         if self._sinks.current:
-            self._deliver(StateOutput, data)
+            self._deliver(StateOutput, data,
+                          scalars=finite and (raw is None or type(raw) is str))
         else:
             self._add_data(data)
-            self._unchecked(output)  # the rest: str, int, datetime (and raw: a str or None)
+            if not finite:
+                self._unchecked(output)  # the rest: str, int, datetime (and raw: str or None)
             if raw is not None and type(raw) is not str:
                 self._unchecked(raw)
 
