@@ -325,6 +325,40 @@ def test_prune_bounds_deprecated_nodes_intents_and_entities_and_folds_the_same()
     assert apply_ops(Conversation(), ops).to_data() == conv.to_data()
 
 
+# A session's times can carry different UTC offsets (a daylight-saving change, a new
+# configured time zone): 15:00+08:00 is 07:00Z, an hour before 08:00+00:00, though it sorts
+# after it as text. The graph orders by instant.
+EARLY_AT, LATE_AT = "2026-06-12T15:00:00+08:00", "2026-06-12T08:00:00+00:00"
+
+
+def test_the_latest_mention_is_the_latest_instant_whatever_its_offset() -> None:
+    conv = Conversation()
+    early = GraphEdit(conv, EARLY_AT, "m1").mention("Warehouse", "east")
+    late = GraphEdit(conv, LATE_AT, "m2").mention("Warehouse", "west")
+    assert conv.latest("Warehouse").id == late  # type: ignore[union-attr]
+    assert [n.id for n in conv.active("Warehouse")] == [early, late]
+
+
+def test_over_its_cap_the_graph_drops_the_least_recently_seen_instant() -> None:
+    conv = Conversation()
+    early = GraphEdit(conv, EARLY_AT, "m1").mention("Product", "A1001")
+    late = GraphEdit(conv, LATE_AT, "m2").mention("Product", "A1002")
+    edit = GraphEdit(conv, "2026-06-12T08:30:00+00:00", "m3")
+    edit.intent("inventory_query", {"warehouse": edit.mention("Warehouse", "east")}, {})
+    edit.prune(datetime(2026, 6, 12, 8, 30, tzinfo=UTC), ConversationPolicy(max_entities=2))
+    assert early not in conv.entities and late in conv.entities
+
+
+def test_of_deprecated_nodes_over_their_cap_the_earliest_corrected_go() -> None:
+    conv = Conversation()
+    first = GraphEdit(conv, "2026-06-12T06:00:00+00:00", "m0").mention("Location", "a")
+    second = GraphEdit(conv, EARLY_AT, "m1").correct(first, "Location", "b")  # first: 07:00Z
+    third = GraphEdit(conv, LATE_AT, "m2").correct(second, "Location", "c")  # second: 08:00Z
+    edit = GraphEdit(conv, "2026-06-12T08:30:00+00:00", "m3")
+    edit.prune(datetime(2026, 6, 12, 8, 30, tzinfo=UTC), ConversationPolicy(max_deprecated=1))
+    assert first not in conv.entities and second in conv.entities and third in conv.entities
+
+
 def test_a_node_decayed_to_nothing_is_pruned_unless_a_kept_intent_points_at_it() -> None:
     conv = Conversation()
     edit = GraphEdit(conv, AT, "m1")

@@ -33,7 +33,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any, Literal
 
@@ -222,7 +222,7 @@ class Conversation:
         """The active entity nodes (of ``type_``), most recently mentioned last."""
         nodes = [n for n in self.entities.values()
                  if n.active and (type_ is None or n.type == type_)]
-        return sorted(nodes, key=lambda n: n.seen_at)
+        return sorted(nodes, key=lambda n: _instant(n.seen_at))
 
     def latest(self, type_: str) -> EntityNode | None:
         """The most recently mentioned active node of ``type_`` (what "it", "there" and
@@ -267,7 +267,7 @@ class Conversation:
 
     def confidence_at(self, node: EntityNode, now: datetime, per_hour: float) -> float:
         """``node``'s confidence decayed linearly since it was last seen (never below 0)."""
-        hours = max(0.0, (now - datetime.fromisoformat(node.seen_at)).total_seconds() / 3600)
+        hours = max(0.0, (_aware(now) - _instant(node.seen_at)).total_seconds() / 3600)
         return max(0.0, round(node.confidence - per_hour * hours, 4))
 
     def values_of(self, intent: IntentNode) -> dict[str, Any]:
@@ -538,12 +538,12 @@ class GraphEdit:
         intents = list(conv.intents)
         old_intents = intents[:max(0, len(intents) - policy.max_intents)]
         deprecated = sorted((n for n in conv.entities.values() if not n.active),
-                            key=lambda n: n.deprecated_at or "")
+                            key=lambda n: _instant(n.deprecated_at or _NEVER))
         gone = [n.id for n in deprecated[:max(0, len(deprecated) - policy.max_deprecated)]]
         if policy.decay_per_hour > 0:  # only a node unseen this long can have decayed to 0
-            cutoff = (now - timedelta(hours=1.0 / policy.decay_per_hour)).isoformat()
-            stale = [n for n in conv.entities.values() if n.active and (
-                n.seen_at < cutoff or n.seen_at[19:] != cutoff[19:])]  # ISO order, one offset
+            cutoff = _aware(now) - timedelta(hours=1.0 / policy.decay_per_hour)
+            stale = [n for n in conv.entities.values()
+                     if n.active and _instant(n.seen_at) <= cutoff]
             if stale:
                 held = {n for i in intents[len(old_intents):]
                         for n in conv.intents[i].params.values()}
@@ -554,7 +554,7 @@ class GraphEdit:
         if over > 0:
             last = conv.last_intent()
             latest = set(last.params.values()) if last is not None else set()
-            left = [n for n in sorted(conv.entities.values(), key=lambda n: n.seen_at)
+            left = [n for n in sorted(conv.entities.values(), key=lambda n: _instant(n.seen_at))
                     if n.id not in gone and n.id not in latest]
             gone += [n.id for n in left[:over]]
         if gone or old_intents:
@@ -566,6 +566,23 @@ class GraphEdit:
         for task in list(self.conv.tasks):
             if task.expired(now):
                 self.end_task(task.id, "expired")
+
+
+_NEVER = "0001-01-01T00:00:00+00:00"
+
+
+@lru_cache(maxsize=1024)  # a session's nodes, many times a turn; ~230 KB at most
+def _instant(iso: str) -> datetime:
+    """A time the graph wrote (``at``, ``seen_at``, ``deprecated_at``: ISO 8601) as an
+    instant to order by: a session's times may carry different UTC offsets (a
+    daylight-saving change, a new configured time zone), so their text order is not their
+    time order (15:00+08:00 is before 08:00+00:00). A time without an offset counts as UTC."""
+    return _aware(datetime.fromisoformat(iso))
+
+
+def _aware(moment: datetime) -> datetime:
+    """``moment``, in UTC when it has no offset (what :func:`_instant` compares it with)."""
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
 def node_ids_in(text: str) -> list[str]:
