@@ -223,7 +223,7 @@ def gbnf_pattern(pattern: str) -> str | None:
 
     >>> print(gbnf_pattern("^fact-\\\\S+$"))
     ^fact-[^ "\\\\\\x00-\\x1F]+$
-    >>> gbnf_pattern("^a\\.b[\\w.-]+$")
+    >>> gbnf_pattern(r"^a\\.b[\\w.-]+$")
     '^a[.]b[A-Za-z0-9_.-]+$'
     >>> gbnf_pattern("^(?:x)$") is None
     True
