@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationInfo, field_serializer, field_validator
+from pydantic import ConfigDict, PrivateAttr, ValidationInfo, field_serializer, field_validator
 
 from hermes_fsm import Contract, Orchestrator, ToolRegistry
 from hermes_fsm.contracts import ContractRegistry
@@ -89,3 +89,44 @@ async def test_a_dict_that_breaks_the_contract_is_a_violation() -> None:
     violation = next(e for e in result.events if e.kind == "contract_violation")
     assert violation.contract == "scored@1.0.0"
     assert violation.errors[0]["loc"] == ["score"]
+
+
+# --- output_field: getattr without pydantic's cost for a miss -----------------------------
+
+
+class Shaped(Contract):
+    contract_name = "shaped"
+    contract_version = "1.0.0"
+    text: str
+    facts: list[str] | None = None
+    _note: str = PrivateAttr(default="private")
+
+    @property
+    def shout(self) -> str:
+        return self.text.upper()
+
+
+class Open(Contract):
+    model_config = ConfigDict(extra="allow")
+    contract_name = "open"
+    contract_version = "1.0.0"
+    text: str
+
+
+def test_output_field_reads_what_getattr_reads_and_misses_what_it_misses() -> None:
+    from types import SimpleNamespace
+
+    from hermes_fsm.contracts.base import output_field
+
+    shaped = Shaped(text="hi")
+    opened = Open.model_validate({"text": "hi", "facts": ["f1"]})
+    plain = SimpleNamespace(facts=["f2"])
+    absent = object()
+    cases = [(shaped, "text"), (shaped, "facts"), (shaped, "shout"), (shaped, "_note"),
+             (shaped, "ref"), (shaped, "contract_name"), (shaped, "results"),
+             (opened, "facts"), (opened, "results"), (plain, "facts"), (plain, "results")]
+    for output, name in cases:
+        assert output_field(output, name, absent) == getattr(output, name, absent), name
+    assert output_field(shaped, "facts", absent) is None  # a field set to None is there
+    assert output_field(shaped, "results", absent) is absent
+    assert output_field(opened, "facts") == ["f1"]  # an extra field of an open contract

@@ -30,6 +30,8 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from hermes_fsm.contracts.base import output_field
+
 __all__ = ["answers_with_evidence", "gbnf_pattern", "grammar_patterns", "grounded_schema",
            "json_safe_strings", "turn_facts", "without_patterns"]
 
@@ -198,7 +200,7 @@ def turn_facts(outputs: Mapping[str, Any]) -> list[tuple[str, Any]]:
     with a ``facts`` list, e.g. RESULT's report), in order."""
     found: list[tuple[str, Any]] = []
     for output in outputs.values():
-        for fact in getattr(output, "facts", None) or ():
+        for fact in output_field(output, "facts") or ():
             fact_id = getattr(fact, "id", None)
             if isinstance(fact_id, str) and all(fact_id != f for f, _ in found):
                 found.append((fact_id, getattr(fact, "content", None)))

@@ -32,6 +32,7 @@ from typing import Any
 from hermes_fsm.brain.fact_alias import FactAliases
 from hermes_fsm.brain.grammar_schema import answers_with_evidence, turn_facts
 from hermes_fsm.brain.protocol import BrainRequest, SummaryRequest, ToolDescription
+from hermes_fsm.contracts.base import output_field
 
 __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "facts_block", "history_block", "input_block", "memory_block", "outputs_block",
@@ -39,6 +40,8 @@ __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "resources_block", "shown_outputs", "shows_conversation", "strip_fences",
            "summary_block", "summary_messages", "system_parts", "system_prompt",
            "tools_block"]
+
+_ABSENT = object()  # output_field's default when a field is missing
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -271,7 +274,8 @@ def shown_outputs(request: BrainRequest) -> Mapping[str, Any]:
     if not facts_block(request):
         return request.outputs
     return {name: output for name, output in request.outputs.items()
-            if not (hasattr(output, "facts") or hasattr(output, "results"))}
+            if output_field(output, "facts", _ABSENT) is _ABSENT
+            and output_field(output, "results", _ABSENT) is _ABSENT}
 
 
 def _flat(content: Any, prefix: str = "") -> str:

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict
 
 from hermes_fsm.errors import ContractError
 
-__all__ = ["JSON_TYPES", "Contract", "ContractRegistry", "explicit_any", "split_ref"]
+__all__ = ["JSON_TYPES", "Contract", "ContractRegistry", "explicit_any", "output_field",
+           "split_ref"]
 
 
 class Contract(BaseModel):
@@ -107,6 +108,32 @@ def split_ref(ref: str) -> tuple[str, str | None]:
     """Split ``name@version`` into ``(name, version)``; a bare name gives ``(name, None)``."""
     name, sep, version = ref.partition("@")
     return name, (version if sep else None)
+
+
+def output_field(output: Any, name: str, default: Any = None) -> Any:
+    """``getattr(output, name, default)``, without what a miss costs on a pydantic model
+    (~1.6 µs: its ``__getattr__`` raises and catches inside). On a :class:`Contract` that
+    allows no extra fields, a name that is none of its fields (``__pydantic_fields__``) nor
+    an attribute of its class (properties, methods, class variables; private attributes too,
+    which pydantic's metaclass answers for) is known to be missing, and ``default`` comes
+    back at once. What is missing is worked out once per class and name."""
+    if isinstance(output, Contract):
+        key = (type(output), name)
+        absent = _ABSENT.get(key)
+        if absent is None:
+            cls = type(output)
+            if len(_ABSENT) >= 1024:  # classes made at run time: stay small
+                _ABSENT.clear()
+            absent = _ABSENT[key] = (name not in cls.__pydantic_fields__
+                                     and cls.model_config.get("extra") != "allow"
+                                     and not hasattr(cls, name))
+        if absent:
+            return default
+    return getattr(output, name, default)
+
+
+_ABSENT: dict[tuple[type, str], bool] = {}
+"""Per contract class and name: whether :func:`output_field` knows the name is missing."""
 
 
 class ContractRegistry:
