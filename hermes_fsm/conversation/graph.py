@@ -571,7 +571,7 @@ class GraphEdit:
 _NEVER = "0001-01-01T00:00:00+00:00"
 
 
-@lru_cache(maxsize=1024)  # a session's nodes, many times a turn; ~230 KB at most
+@lru_cache(maxsize=256)  # one session's nodes, read many times a turn; ~25 KB at most
 def _instant(iso: str) -> datetime:
     """A time the graph wrote (``at``, ``seen_at``, ``deprecated_at``: ISO 8601) as an
     instant to order by: a session's times may carry different UTC offsets (a
