@@ -96,3 +96,47 @@ async def test_a_redis_that_lost_its_streams_is_served_again():
         await drop_bus(bus)
     assert first.kind == again.kind == "EXECUTE_RESULT"
     assert events.named("bus.reconnecting")  # the worker saw NOGROUP and made the group again
+
+
+async def test_a_connection_made_while_the_bus_closes_is_closed_too():
+    """``aclose`` awaits while it closes its own connections; a blocking reader or a send
+    that asks for its connection meanwhile must not leave one open (its client would be
+    collected after the loop closed, its socket never closed)."""
+    need(REDIS_URL, 6379, "Redis")
+    bus = RedisStreamsBus(REDIS_URL, prefix=f"hermes-test-bus:{uuid.uuid4().hex}")
+    first = bus._connection("replies")
+    await first.ping()
+    late: list = []
+    close_first = first.aclose
+
+    async def closing(*args, **kwargs):
+        late.append(bus._connection("take:late"))  # asked for while the bus closes
+        await late[0].ping()
+        await close_first(*args, **kwargs)
+
+    first.aclose = closing
+    await bus.aclose()
+    assert late and late[0].connection is None  # closed: its connection given back
+    assert bus._own == {}
+
+
+async def test_a_closed_bus_leaves_no_connection_open_on_the_server():
+    need(REDIS_URL, 6379, "Redis")
+    from redis.asyncio import Redis
+
+    bus = RedisStreamsBus(REDIS_URL, prefix=f"hermes-test-bus:{uuid.uuid4().hex}")
+    name = f"hermes-bus:{bus.process_id}"
+    admin = Redis.from_url(REDIS_URL)
+    try:
+        await asyncio.gather(*(bus.client.ping() for _ in range(4)))  # pooled connections
+        await bus._connection("replies").ping()  # and one of its own
+        assert sum(c.get("name") == name for c in await admin.client_list()) >= 2
+        await bus.aclose()
+        for _ in range(50):  # the server sees each socket close within a few ms
+            left = sum(c.get("name") == name for c in await admin.client_list())
+            if not left:
+                break
+            await asyncio.sleep(0.02)
+        assert left == 0, f"{left} connection(s) of the closed bus still open"
+    finally:
+        await admin.aclose()

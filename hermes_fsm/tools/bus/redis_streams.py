@@ -110,6 +110,7 @@ class RedisStreamsBus:
         self.reply_stream = f"{prefix}:rep:{self.process_id}"
         self.waiters = ReplyWaiters(on_event)
         self._client = client
+        self._pool_ours = client is None  # the pool it makes from url is its own to close
         self._own: dict[str, Any] = {}  # a connection of its own per blocking reader
         self._reader: asyncio.Task[None] | None = None
         self._groups_made: set[str] = set()
@@ -357,18 +358,21 @@ class RedisStreamsBus:
                 await reader
             except (asyncio.CancelledError, Exception):
                 pass
-        own, self._own = list(self._own.values()), {}
-        for client in own:
-            try:
-                await client.aclose()
-            except Exception:  # Redis away: nothing to release
-                pass
+        while self._own:  # one asked for while the others close (a late read or send) too
+            own, self._own = list(self._own.values()), {}
+            for client in own:
+                try:
+                    await client.aclose()
+                except Exception:  # Redis away: nothing to release
+                    pass
         if self._client is not None:
             try:
                 await self._client.delete(self.reply_stream)
             except Exception:  # Redis away: the stream expires by itself
                 pass
-            await self._client.aclose()
+            # a client given a pool leaves it open: the pool made here is closed with it
+            await self._client.aclose(close_connection_pool=self._pool_ours)
             self._client = None
+            self._pool_ours = True  # made again from url at the next use
             self._finish = None
             self._groups_made.clear()
