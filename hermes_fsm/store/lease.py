@@ -398,7 +398,7 @@ class RedisLease:
             self._renewer = None
         if self._client is not None:
             client, self._client = self._client, None
-            await client.aclose()
+            await client.aclose(close_connection_pool=True)  # the pool is ours (_redis)
 
 
 def _dropped(exc: BaseException) -> bool:
