@@ -53,6 +53,25 @@ def need(url: str, port: int, what: str) -> None:
         pytest.skip(message)
 
 
+async def redis_connections_named(name: str, settle_s: float = 1.0) -> int:
+    """How many connections named ``name`` Redis still lists (``CLIENT LIST``), waiting up to
+    ``settle_s`` for them to go: the server sees a closed socket within a few ms."""
+    import asyncio
+
+    import redis.asyncio as aioredis
+
+    admin = aioredis.Redis.from_url(REDIS_URL)
+    try:
+        for _ in range(max(1, int(settle_s / 0.02))):
+            left = sum(c.get("name") == name for c in await admin.client_list())
+            if not left:
+                break
+            await asyncio.sleep(0.02)
+        return left
+    finally:
+        await admin.aclose()
+
+
 async def make_working(kind: str) -> Any:
     if kind == "redis":
         need(REDIS_URL, 6379, "Redis")
