@@ -128,6 +128,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
     if "memory" not in overrides:
         kwargs["memory"] = build_memory(config.memory)  # opens nothing until used
         kwargs["memory"].warm()  # the embedder's model loads meanwhile, in a thread
+    bus = None
     if "tools" not in overrides:
         memory = overrides.get("memory", kwargs.get("memory"))
         # the breaker also reads the experience log: tools failing in any process trip it
@@ -140,7 +141,7 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
             box = Toolbox.from_config(config, load_tool_registry(config),
                                       outcomes=getattr(memory, "experience", None),
                                       clock=overrides.get("clock"))
-            attach_bus(config, box.registry, box.mcp)
+            bus = attach_bus(config, box.registry, box.mcp)
         kwargs.update(tools=box.registry, executor=box.executor, mcp_servers=box.mcp)
     if config.log.format != "off" and "sinks" not in overrides:
         kwargs["sinks"] = [StructlogSink()]
@@ -156,6 +157,8 @@ def build_orchestrator(config: HermesConfig | None = None, **overrides: Any) -> 
         if "brain" in kwargs:
             kwargs["brain"] = traced_brain(kwargs["brain"])
     orchestrator = Orchestrator(**kwargs)
+    if bus is not None:  # its connections, its reply reader (an embedded bus: its worker)
+        orchestrator.close_with(bus)
     if "brain" not in overrides:
         _check_state_brains(orchestrator, config)
     return orchestrator

@@ -207,6 +207,7 @@ class Orchestrator:
         self.mcp = mcp_servers
         self.store = store
         self.durable: DurableSessions | None = None
+        self._closes: list[Any] = []  # what aclose closes last (close_with)
         if store is not None:
             self.durable = DurableSessions(self, store, lease)
             hooks = (self.durable, *hooks)
@@ -231,8 +232,15 @@ class Orchestrator:
             await self.mcp.start()
         return self
 
+    def close_with(self, resource: Any) -> None:
+        """Close ``resource`` (anything with an async ``aclose``) when this orchestrator
+        closes, after its own parts, the last one given first: a configuration's tool bus
+        (``build_orchestrator``), or a client of your own the tools use."""
+        self._closes.append(resource)
+
     async def aclose(self) -> None:
-        """Stop the MCP servers (a no-op without them); finish and close memory."""
+        """Stop the MCP servers (a no-op without them); finish and close memory; then what
+        :meth:`close_with` was given."""
         if self.mcp is not None:
             await self.mcp.aclose()
         close = getattr(self.services.memory, "close", None)
@@ -245,6 +253,8 @@ class Orchestrator:
             await self.durable.write_all_late()  # what landed after each session's last turn
             await self.durable.lease.close()
             await self.durable.store.close()
+        for resource in reversed(self._closes):  # each time: a restarted one reopens them
+            await resource.aclose()
 
     async def __aenter__(self) -> Orchestrator:
         return await self.start()

@@ -17,7 +17,7 @@ from hermes_fsm.config.bus import build_bus
 from hermes_fsm.config.settings import load_config
 from hermes_fsm.errors import ConfigError
 from hermes_fsm.tools.executor import ToolExecutor
-from tests.memory.conftest import REDIS_URL, need
+from tests.memory.conftest import REDIS_URL, need, redis_connections_named
 
 QUESTION = "How many A1001 are left in the east warehouse?"
 
@@ -142,3 +142,22 @@ async def test_readiness_says_whether_a_live_worker_serves_every_bus_tool():
     finally:
         stop.set()
         await task
+
+
+async def test_closing_the_orchestrator_closes_the_bus_it_was_built_with():
+    need(REDIS_URL, 6379, "Redis")
+    config = HermesConfig(mcp_servers={}, sessions={"store": "memory"}, log={"format": "off"},
+                          bus={"kind": "redis", "url": REDIS_URL,
+                               "prefix": f"hermes-test-bus:{uuid.uuid4().hex}"})
+    orchestrator = build_orchestrator(config)
+    bus: Any = getattr(orchestrator.services.tools.get("inventory_lookup").fn, "bus")  # noqa: B009
+    name = f"hermes-bus:{bus.process_id}"
+    await bus.workers()  # the pool's connection
+    bus._start_reader()  # the reply reader, on a connection of its own
+    for _ in range(50):
+        if await redis_connections_named(name, settle_s=0) >= 2:
+            break
+        await asyncio.sleep(0.02)
+    await orchestrator.aclose()
+    assert await redis_connections_named(name) == 0, "the bus's connections are still open"
+    assert bus._reader is None  # the reader stopped
