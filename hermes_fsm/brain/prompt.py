@@ -41,7 +41,7 @@ __all__ = ["answer_field", "chat_messages", "clock_block", "conversation_block",
            "summary_block", "summary_messages", "system_parts", "system_prompt",
            "tools_block"]
 
-_ABSENT = object()  # output_field's default when a field is missing
+_NO_FIELD = object()  # output_field's default when a field is missing
 
 _FENCE = re.compile(r"^\s*```(?:json)?\s*\n?(.*?)\n?\s*```\s*$", re.DOTALL)
 
@@ -274,8 +274,8 @@ def shown_outputs(request: BrainRequest) -> Mapping[str, Any]:
     if not facts_block(request):
         return request.outputs
     return {name: output for name, output in request.outputs.items()
-            if output_field(output, "facts", _ABSENT) is _ABSENT
-            and output_field(output, "results", _ABSENT) is _ABSENT}
+            if output_field(output, "facts", _NO_FIELD) is _NO_FIELD
+            and output_field(output, "results", _NO_FIELD) is _NO_FIELD}
 
 
 def _flat(content: Any, prefix: str = "") -> str:

@@ -550,13 +550,11 @@ class Orchestrator:
                 if spec.on_output is not None:
                     await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
-                if type(output) is model:
-                    turn.emit_output(spec.name, ref, to_python(output, mode="json"),
-                                     raw if type(raw) is str or isinstance(raw, str) else None,
-                                     finite)
-                else:
-                    turn.emit_output(spec.name, ref, _dump(output),
-                                     raw if type(raw) is str or isinstance(raw, str) else None)
+                own_dump = type(output) is model
+                turn.emit_output(spec.name, ref,
+                                 to_python(output, mode="json") if own_dump else _dump(output),
+                                 raw if type(raw) is str or isinstance(raw, str) else None,
+                                 finite and own_dump)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
