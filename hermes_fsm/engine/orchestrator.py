@@ -26,7 +26,7 @@ import inspect
 import random
 import time
 import types
-from collections.abc import Callable, Generator, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -36,6 +36,7 @@ from pydantic_core import SchemaSerializer, SchemaValidator
 
 from hermes_fsm._internal.json_safe import nul_position
 from hermes_fsm._internal.redact import redact
+from hermes_fsm._internal.time_limits import resume_within, within
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
 from hermes_fsm.conversation.graph import ConversationPolicy
@@ -534,7 +535,8 @@ class Orchestrator:
                 except StopIteration as done:
                     raw = done.value
                 else:  # its time limit starts now, as _call's does (most never suspend)
-                    raw = await _suspended(raw, yielded, _limit(timeout_s, deadline, clock))
+                    raw = await resume_within(raw, yielded,
+                                              _limit(timeout_s, deadline, clock))
             else:
                 raw = await self._call(_returning(raw), _limit(timeout_s, deadline, clock))
             if fast is not None and type(raw) is dict:
@@ -624,37 +626,13 @@ class Orchestrator:
 
     @staticmethod
     async def _call(fn: Any, timeout_s: float | None, *args: Any) -> Any:
-        """Call a handler or hook; await it under ``timeout_s`` if it suspends.
-
-        A coroutine is first stepped eagerly: most handlers finish without suspending, and
-        those need no timer. One that suspends is resumed under ``asyncio.timeout``.
-        """
+        """Call a handler or hook; await it under ``timeout_s`` if it returns an awaitable
+        (:func:`~hermes_fsm._internal.time_limits.within`: one that finishes without
+        suspending runs with no timer)."""
         result = fn(*args)
-        if type(result) is not types.CoroutineType and not inspect.iscoroutine(result):
-            if inspect.isawaitable(result):
-                result = _as_coroutine(result)
-            else:
-                return result
-        try:
-            yielded = result.send(None)
-        except StopIteration as done:
-            return done.value
-        except BaseException:
-            result.close()
-            raise
-        if timeout_s is None:
-            return await _resume(result, yielded)
-        async with asyncio.timeout(timeout_s):
-            return await _resume(result, yielded)
-
-
-async def _suspended(coro: Any, yielded: Any, timeout_s: float | None) -> Any:
-    """Go on with a handler's coroutine that suspended when first stepped, under its
-    time limit (see :meth:`Orchestrator._call`)."""
-    if timeout_s is None:
-        return await _resume(coro, yielded)
-    async with asyncio.timeout(timeout_s):
-        return await _resume(coro, yielded)
+        if type(result) is not types.CoroutineType and not inspect.isawaitable(result):
+            return result
+        return await within(result, timeout_s)
 
 
 def _returning(value: Any) -> Callable[[], Any]:
@@ -668,31 +646,6 @@ def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:
     path = turn.path
     return call_hooks(hooks.post_step, session=session, turn=turn,
                       source=path[-2] if len(path) > 1 else path[-1], dest=path[-1])
-
-
-async def _as_coroutine(awaitable: Any) -> Any:
-    return await awaitable
-
-
-@types.coroutine
-def _resume(coro: Any, yielded: Any) -> Generator[Any, Any, Any]:
-    """Go on running a coroutine that was stepped by hand, inside the current task."""
-    while True:
-        try:
-            sent = yield yielded
-        except GeneratorExit:
-            coro.close()
-            raise
-        except BaseException as exc:
-            try:
-                yielded = coro.throw(exc)
-            except StopIteration as done:
-                return done.value
-        else:
-            try:
-                yielded = coro.send(sent)
-            except StopIteration as done:
-                return done.value
 
 
 def _fast_validate(contract: type[Contract] | None) -> Any:

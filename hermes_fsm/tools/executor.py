@@ -51,6 +51,7 @@ from pydantic_core import to_json
 
 from hermes_fsm._internal.json_safe import MAX_OUTPUT_BYTES, MAX_OUTPUT_DEPTH, depth_over
 from hermes_fsm._internal.redact import redact
+from hermes_fsm._internal.time_limits import within
 from hermes_fsm.errors import MCPServerError, ToolCallFailed, ToolError
 from hermes_fsm.events.model import (
     ToolCallFinished,
@@ -457,11 +458,8 @@ class ToolExecutor:
             result = tool.fn(**arguments) if tool.pass_kwargs else \
                 tool.invoke(arguments, progress)  # tool.invoke, the common case inline
             if hasattr(result, "__await__"):
-                if tool.own_timeout:  # it raises ToolCallFailed("TIMEOUT") itself
-                    result = await result
-                else:
-                    async with asyncio.timeout(tool.timeout_s):
-                        result = await result
+                # own_timeout: it raises ToolCallFailed("TIMEOUT") itself
+                result = await (result if tool.own_timeout else within(result, tool.timeout_s))
         except TimeoutError:
             return ("TIMEOUT", f"{tool.name} did not answer within {tool.timeout_s:g}s",
                     None, None)
