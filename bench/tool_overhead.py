@@ -9,8 +9,9 @@ Local (CPU time of this process): one call of a sync tool through ``ToolExecutor
 truncation check, start/finish events to a no-op emitter, and — the ``executor+events`` row
 — to a real turn's ``TurnContext.emit``, contexts built outside the timed loop, 20 calls
 each) against calling the function directly; the tool is ``inline`` (called on the event
-loop), and the ``thread`` row is the same tool run as sync tools are by default, in a
-worker thread.
+loop), the ``async def`` row the same lookup written as an ``async def`` that never
+awaits (stepped eagerly: no time limit is armed for it), and the ``thread`` row is the sync
+tool run as sync tools are by default, in a worker thread.
 MCP: ``calendar_query`` on the bundled stdio demo server through
 the executor and ``MCPConnection`` against a bare ``mcp.Client.call_tool`` to the same
 server script, in the same run, alternating call by call. Targets: ≤ 20 µs added to a local
@@ -46,6 +47,11 @@ ARGS = {"query": "A1001", "warehouse": "east"}
 
 def lookup(sku: str, warehouse: str | None = None) -> dict[str, Any]:
     """Look up stock."""
+    return {"sku": sku, "warehouse": warehouse, "quantity": 342}
+
+
+async def lookup_async(sku: str, warehouse: str | None = None) -> dict[str, Any]:
+    """Look up stock (an ``async def`` that never awaits: no time limit needs arming)."""
     return {"sku": sku, "warehouse": warehouse, "quantity": 342}
 
 
@@ -94,14 +100,16 @@ def cpu_us(run: Any, n: int) -> Any:
 
 async def bench_local(n: int, quiet: bool = False) -> dict[str, float]:
     """Median µs per call of each row (``direct``, ``executor``, ``executor+events``,
-    ``thread``); printed unless ``quiet``."""
+    ``async def``, ``thread``); printed unless ``quiet``."""
     registry = ToolRegistry()
     registry.tool(inline=True)(lookup)
     registry.tool("lookup_in_thread")(lookup)
+    registry.tool(inline=True)(lookup_async)
     executor = ToolExecutor(registry)
     calls = [("c1", "lookup", {"sku": "A1001", "warehouse": "east"})]
     args = calls[0][2]
     threaded = [("c1", "lookup_in_thread", args)]
+    asynchronous = [("c1", "lookup_async", args)]
 
     async def direct() -> None:
         lookup(**args)
@@ -118,13 +126,17 @@ async def bench_local(n: int, quiet: bool = False) -> dict[str, float]:
     async def in_thread() -> None:
         await executor.execute(threaded, noop, "alice")
 
+    async def async_tool() -> None:
+        await executor.execute(asynchronous, noop, "alice")
+
     rounds: dict[str, list[float]] = {"direct": [], "executor": [], "executor+events": [],
-                                      "thread": []}
+                                      "async def": [], "thread": []}
     for _ in range(5):
         rounds["direct"].append(await cpu_us(direct, n))
         rounds["executor"].append(await cpu_us(through_executor, n))
         emitters[:] = turns.emitters(n)  # built before the timed loop
         rounds["executor+events"].append(await cpu_us(with_events, n))
+        rounds["async def"].append(await cpu_us(async_tool, n))
         rounds["thread"].append(await per_call_us(in_thread, n))  # wall: two threads work
     medians = {name: statistics.median(values) for name, values in rounds.items()}
     if quiet:

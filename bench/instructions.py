@@ -1,0 +1,147 @@
+#!/usr/bin/env python
+"""Instructions a turn, counted by valgrind: engine_overhead's workload without the noise.
+
+    .venv/bin/python bench/instructions.py [--turns N] [--compare DIR] [--peers ...]
+
+Timings on these machines move by tens of percent from one minute to the next (2 shared
+cores); callgrind counts the instructions the CPU executes, the same from run to run
+whatever else the machine does. Each peer runs bench/engine_overhead.py's seven-state
+workload in a child process under ``valgrind --tool=callgrind``: once with one round of
+turns and once with three, so that the difference divided by two rounds' turns is what a
+turn costs, with the interpreter's start, the imports and the orchestrator's build taken
+out. Two modes:
+
+  * sequential  -- N turns one after another over 100 sessions (the turns/s column);
+  * concurrent  -- 1,000 turns at once, one per new session, EXECUTION awaiting 10 ms
+                   (the 1k x 10 ms column; CPU-bound, so its wall time is these
+                   instructions).
+
+``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
+``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for
+the before/after of a change. Instructions are not time (a cache miss costs more than an
+add): the ratios say how much work each engine does, engine_overhead.py how long it takes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+MODES = ("sequential", "concurrent")
+PEERS = ("hermes", "hermes_nolog", "hand")
+CONCURRENT = 1000
+
+
+def child(peer: str, mode: str, rounds: int, turns: int) -> None:
+    """Run ``rounds`` rounds of ``mode`` for ``peer`` (in the process valgrind watches)."""
+    sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+    sys.path.insert(0, str(HERE))
+    import engine_overhead as eo
+
+    eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
+    if peer == "hand":
+        turn, make = eo._hand_turn, eo.Session
+    else:
+        options = {"event_log": False} if peer == "hermes_nolog" else {}
+        orchestrator = eo._hermes_orchestrator(**options)
+        turn, make = eo._hermes_turn(orchestrator), lambda sid: sid
+        import hermes_fsm
+
+        print(f"hermes_fsm from {Path(hermes_fsm.__file__).parent.parent}", file=sys.stderr)
+
+    async def run() -> None:
+        if mode == "sequential":
+            sessions = [make(f"s{i}") for i in range(100)]
+            await turn(sessions[0])  # the session's first turn is not the one measured
+            for _ in range(rounds):
+                for i in range(turns):
+                    await turn(sessions[i % 100])
+        else:
+            for r in range(rounds):
+                sessions = [make(f"r{r}c{i}") for i in range(CONCURRENT)]
+                await asyncio.gather(*(turn(s) for s in sessions))
+
+    asyncio.run(run())
+
+
+def counted(peer: str, mode: str, rounds: int, turns: int, path: str | None) -> int:
+    """Instructions of a child run under callgrind."""
+    env = dict(os.environ)
+    if path is not None:
+        env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={tmp}/out",
+             sys.executable, __file__, "--child", peer, mode, str(rounds), str(turns)],
+            env=env, cwd=path or ROOT, capture_output=True, text=True, check=False)
+    found = re.search(r"Collected : (\d+)", proc.stderr)
+    if proc.returncode != 0 or found is None:
+        raise SystemExit(f"{peer} {mode} under valgrind failed ({proc.returncode}):\n"
+                         + proc.stderr[-2000:])
+    return int(found.group(1))
+
+
+def per_turn(peer: str, mode: str, turns: int, path: str | None, pool: ThreadPoolExecutor
+             ) -> float:
+    one, three = pool.map(lambda rounds: counted(peer, mode, rounds, turns, path), (1, 3))
+    done = 2 * (turns if mode == "sequential" else CONCURRENT)
+    return (three - one) / done
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=1000,
+                        help="sequential turns a round (default 1000)")
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help=f"comma-separated subset of {','.join(PEERS)}")
+    parser.add_argument("--modes", default=",".join(MODES), help="sequential,concurrent")
+    parser.add_argument("--compare", metavar="DIR",
+                        help="another checkout: its hermes-fsm is counted too (before/after)")
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        peer, mode, rounds, turns = args.child
+        child(peer, mode, int(rounds), int(turns))
+        return
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind); "
+                         "this benchmark counts instructions with its callgrind tool")
+    peers = [p for p in args.peers.split(",") if p]
+    modes = [m for m in args.modes.split(",") if m]
+    for name in (*peers, *modes):
+        if name not in (*PEERS, *MODES):
+            raise SystemExit(f"unknown peer or mode {name!r}; peers: {', '.join(PEERS)}; "
+                             f"modes: {', '.join(MODES)}")
+    compare = str(Path(args.compare).resolve()) if args.compare else None
+    if compare is not None and not (Path(compare) / "hermes_fsm").is_dir():
+        raise SystemExit(f"--compare {args.compare}: no hermes_fsm package there")
+    rows: list[tuple[str, str, float]] = []
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for mode in modes:
+            for peer in peers:
+                rows.append((peer, mode, per_turn(peer, mode, args.turns, str(ROOT), pool)))
+                if compare is not None and peer != "hand":
+                    rows.append((f"{peer} @ {args.compare}", mode,
+                                 per_turn(peer, mode, args.turns, compare, pool)))
+    hand = {mode: n for peer, mode, n in rows if peer == "hand"}
+    print(f"instructions a turn (callgrind; python {sys.version.split()[0]}; "
+          f"{args.turns} sequential turns a round, {CONCURRENT} concurrent)")
+    print(f"| {'peer':40} | {'mode':10} | {'instructions':>12} | {'÷ hand':>7} |")
+    print(f"|{'-' * 42}|{'-' * 12}|{'-' * 14}|{'-' * 9}|")
+    for peer, mode, n in rows:
+        ratio = f"{n / hand[mode]:.2f}×" if mode in hand else "-"
+        print(f"| {peer:40} | {mode:10} | {n:12,.0f} | {ratio:>7} |")
+
+
+if __name__ == "__main__":
+    main()
