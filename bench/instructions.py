@@ -16,6 +16,10 @@ out. Two modes:
                    (the 1k x 10 ms column; CPU-bound, so its wall time is these
                    instructions).
 
+The peers ``default_off`` and ``default_on`` are engine_overhead's default turn instead
+(the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE)
+with the conversation graph off and on: sequential only, ``--default-turns`` a round (60).
+
 ``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
 ``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for
 the before/after of a change. Instructions are not time (a cache miss costs more than an
@@ -38,7 +42,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODES = ("sequential", "concurrent")
-PEERS = ("hermes", "hermes_nolog", "hand")
+PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on")
+DEFAULT_PEERS = ("hermes", "hermes_nolog", "hand")
 CONCURRENT = 1000
 
 
@@ -49,6 +54,18 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
     import engine_overhead as eo
 
     eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
+    if peer.startswith("default_"):
+        orchestrator = eo._default_orchestrator(peer == "default_on")
+
+        async def dialogue() -> None:
+            for i in range(30):  # warm-up: rule caches, schemas
+                await orchestrator.run_turn(f"warm-{i // 15}", eo.DIALOGUE[i % 6])
+            for r in range(rounds):  # each round the same work: sessions of its own
+                for i in range(turns):
+                    await orchestrator.run_turn(f"r{r}-{i // 15}", eo.DIALOGUE[i % 6])
+
+        asyncio.run(dialogue())
+        return
     if peer == "hand":
         turn, make = eo._hand_turn, eo.Session
     else:
@@ -102,8 +119,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--turns", type=int, default=1000,
                         help="sequential turns a round (default 1000)")
-    parser.add_argument("--peers", default=",".join(PEERS),
-                        help=f"comma-separated subset of {','.join(PEERS)}")
+    parser.add_argument("--default-turns", type=int, default=60,
+                        help="turns a round for default_off/default_on (default 60: four "
+                             "sessions of 15)")
+    parser.add_argument("--peers", default=",".join(DEFAULT_PEERS),
+                        help=f"comma-separated subset of {','.join(PEERS)} "
+                             f"(default {','.join(DEFAULT_PEERS)})")
     parser.add_argument("--modes", default=",".join(MODES), help="sequential,concurrent")
     parser.add_argument("--compare", metavar="DIR",
                         help="another checkout: its hermes-fsm is counted too (before/after)")
@@ -129,17 +150,26 @@ def main() -> None:
     with ThreadPoolExecutor(max_workers=2) as pool:
         for mode in modes:
             for peer in peers:
-                rows.append((peer, mode, per_turn(peer, mode, args.turns, str(ROOT), pool)))
+                if peer.startswith("default_") and mode != "sequential":
+                    continue
+                turns = args.default_turns if peer.startswith("default_") else args.turns
+                rows.append((peer, mode, per_turn(peer, mode, turns, str(ROOT), pool)))
                 if compare is not None and peer != "hand":
                     rows.append((f"{peer} @ {args.compare}", mode,
-                                 per_turn(peer, mode, args.turns, compare, pool)))
+                                 per_turn(peer, mode, turns, compare, pool)))
     hand = {mode: n for peer, mode, n in rows if peer == "hand"}
+    off = {label.replace("default_off", ""): n for label, _, n in rows
+           if label.startswith("default_off")}
     print(f"instructions a turn (callgrind; python {sys.version.split()[0]}; "
-          f"{args.turns} sequential turns a round, {CONCURRENT} concurrent)")
+          f"{args.turns} sequential turns a round, {CONCURRENT} concurrent, "
+          f"{args.default_turns} default turns)")
     print(f"| {'peer':40} | {'mode':10} | {'instructions':>12} | {'÷ hand':>7} |")
     print(f"|{'-' * 42}|{'-' * 12}|{'-' * 14}|{'-' * 9}|")
     for peer, mode, n in rows:
         ratio = f"{n / hand[mode]:.2f}×" if mode in hand else "-"
+        if peer.startswith("default_"):  # against the same checkout's graph-off turn
+            base = off.get(peer.replace("default_on", "").replace("default_off", ""))
+            ratio = f"{n / base:.3f}× off" if base else "-"
         print(f"| {peer:40} | {mode:10} | {n:12,.0f} | {ratio:>7} |")
 
 
