@@ -17,8 +17,8 @@ out. Two modes:
                    instructions).
 
 The peers ``default_off`` and ``default_on`` are engine_overhead's default turn instead
-(the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE)
-with the conversation graph off and on: sequential only, ``--default-turns`` a round (60).
+(the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE,
+a user of its own each round) with the conversation graph off and on: sequential only, ``--default-turns`` a round (60).
 
 ``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
 ``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for
@@ -60,9 +60,10 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
         async def dialogue() -> None:
             for i in range(30):  # warm-up: rule caches, schemas
                 await orchestrator.run_turn(f"warm-{i // 15}", eo.DIALOGUE[i % 6])
-            for r in range(rounds):  # each round the same work: sessions of its own
-                for i in range(turns):
-                    await orchestrator.run_turn(f"r{r}-{i // 15}", eo.DIALOGUE[i % 6])
+            for r in range(rounds):  # each round the same work: a user of its own (memory
+                for i in range(turns):  # is per user), sessions of its own
+                    await orchestrator.run_turn(f"r{r}-{i // 15}", eo.DIALOGUE[i % 6],
+                                                f"user-{r}")
 
         asyncio.run(dialogue())
         return
@@ -134,9 +135,6 @@ def main() -> None:
         peer, mode, rounds, turns = args.child
         child(peer, mode, int(rounds), int(turns))
         return
-    if shutil.which("valgrind") is None:
-        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind); "
-                         "this benchmark counts instructions with its callgrind tool")
     peers = [p for p in args.peers.split(",") if p]
     modes = [m for m in args.modes.split(",") if m]
     for name in (*peers, *modes):
@@ -146,6 +144,9 @@ def main() -> None:
     compare = str(Path(args.compare).resolve()) if args.compare else None
     if compare is not None and not (Path(compare) / "hermes_fsm").is_dir():
         raise SystemExit(f"--compare {args.compare}: no hermes_fsm package there")
+    if shutil.which("valgrind") is None:
+        raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind); "
+                         "this benchmark counts instructions with its callgrind tool")
     rows: list[tuple[str, str, float]] = []
     with ThreadPoolExecutor(max_workers=2) as pool:
         for mode in modes:

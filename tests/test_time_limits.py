@@ -106,24 +106,22 @@ async def _inner_expires_first(limit: Limiter, seen: list[str]) -> Any:
     return await limit(inner(), 1.0)
 
 
-async def _outer_expires_first(limit: Limiter, seen: list[str]) -> Any:
+async def _nested(limit: Limiter, seen: list[str], inner_s: float, outer_s: float) -> Any:
     async def inner() -> Any:
         try:
-            return await limit(sleeper(1.0, seen), 5.0)
+            return await limit(sleeper(1.0, seen), inner_s)
         except TimeoutError:
-            seen.append("inner took the outer's timeout")  # must not happen
+            seen.append("the inner limit ran out")  # not when the outer one runs out first
             raise
-    return await limit(inner(), 0.02)
+    return await limit(inner(), outer_s)
+
+
+async def _outer_expires_first(limit: Limiter, seen: list[str]) -> Any:
+    return await _nested(limit, seen, 5.0, 0.02)
 
 
 async def _both_expire_together(limit: Limiter, seen: list[str]) -> Any:
-    async def inner() -> Any:
-        try:
-            return await limit(sleeper(1.0, seen), 0.02)
-        except TimeoutError:
-            seen.append("inner timed out")
-            raise
-    return await limit(inner(), 0.02)
+    return await _nested(limit, seen, 0.02, 0.02)
 
 
 async def _cancelled_from_outside(limit: Limiter, seen: list[str]) -> Any:
