@@ -304,3 +304,15 @@ async def test_a_limit_needs_a_task() -> None:
     coro.close()
     assert len(failures) == 1 and isinstance(failures[0], RuntimeError)
     assert "needs a task" in str(failures[0])
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__.strip("_") for s in SCENARIOS])
+def test_within_ends_every_scenario_as_asyncio_timeout_does_on_uvloop(scenario: Any) -> None:
+    """The same on uvloop, the loop `hermes-fsm serve` runs on (its own timer handles)."""
+    uvloop = pytest.importorskip("uvloop", reason="uvloop is in the serve extra; not installed")
+    ends = []
+    for limiter in (within, reference):
+        seen: list[str] = []
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            ends.append((runner.run(outcome(scenario(limiter, seen))), seen))
+    assert ends[0] == ends[1]
