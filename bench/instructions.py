@@ -18,7 +18,8 @@ out. Two modes:
 
 The peers ``default_off`` and ``default_on`` are engine_overhead's default turn instead
 (the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE,
-a user of its own each round) with the conversation graph off and on: sequential only, ``--default-turns`` a round (60).
+a user of its own each round) with the conversation graph off and on: sequential only,
+``--default-turns`` a round (60).
 
 ``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
 ``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for

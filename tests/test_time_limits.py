@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
 import weakref
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -176,11 +177,25 @@ async def _a_later_limit_outlives_an_earlier_one(limit: Limiter, seen: list[str]
     return first, await later
 
 
+async def _a_lagging_loop(limit: Limiter, seen: list[str]) -> Any:
+    async def guarded(sleep_s: float, limit_s: float, name: str) -> Any:
+        try:
+            return await limit(sleeper(sleep_s, seen, name), limit_s)
+        except TimeoutError:
+            return f"{name} timed out"
+    overdue = asyncio.ensure_future(guarded(0.05, 0.02, "overdue"))
+    in_time = asyncio.ensure_future(guarded(0.01, 0.3, "in time"))
+    await asyncio.sleep(0)  # both started
+    time.sleep(0.1)  # the loop lags: both sleeps and the first limit are past their time
+    return await overdue, await in_time  # only a limit whose time has passed ends
+
+
 SCENARIOS = [_expires, _finishes, _no_limit, _zero, _raises_after_suspending,
              _inner_expires_first, _outer_expires_first, _both_expire_together,
              _cancelled_from_outside, _cancelled_as_it_expires,
              _limit_ended_before_its_time, _a_future, _a_future_that_never_resolves,
-             _sequential_limits, _a_later_limit_outlives_an_earlier_one]
+             _sequential_limits, _a_later_limit_outlives_an_earlier_one,
+             _a_lagging_loop]
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__.strip("_") for s in SCENARIOS])

@@ -16,6 +16,12 @@ task is cancelled, and the ``CancelledError`` that comes out of the coroutine be
 (``Task.cancelling``/``uncancel``: nested limits and an outside ``task.cancel()`` behave
 as they do with nested ``asyncio.timeout`` blocks). ``tests/test_time_limits.py`` holds
 the two to the same outcomes.
+
+One difference, when the loop lags behind its timers: this timer ends every limit due by
+the time it runs, where ``asyncio.timeout``'s timers end those due when the loop last read
+its clock. Either way a limit ends only once its time has passed; under heavy lag, which
+of the overdue coroutines still get to finish differs (a coroutine whose result came in
+the same turn of the loop may be ended here and not there).
 """
 
 from __future__ import annotations
