@@ -181,6 +181,21 @@ async def hanging_report(turn: Any) -> Any:
     await asyncio.sleep(10)
 
 
+def pending_report(turn: Any) -> Any:
+    """A plain function handing back an awaitable that never completes."""
+    return asyncio.get_running_loop().create_future()
+
+
+async def test_a_handler_returning_an_awaitable_is_awaited_under_its_limit(make_orchestrator):
+    graph = graph_with({"RESULT": {"timeout_s": 0.02,
+                                   "handler": "tests.test_engine.pending_report"}})
+    result = await make_orchestrator(graph, brain=ScriptedBrain(happy_script())).run_turn(
+        "s1", "How many A1001?")
+    assert [t.state for t in kinds(result, "timed_out")] == ["RESULT"]
+    assert [e.dest for e in kinds(result, "route_taken")] == ["RESPONSE"]
+    assert result.status == "degraded"
+
+
 async def test_a_retryable_brain_error_is_retried_then_succeeds(make_orchestrator):
     brain = ScriptedBrain(happy_script(intent=[RetryableError("overloaded"), INTENT_TOOLS]))
     result = await make_orchestrator(brain=brain).run_turn("s1", "How many A1001?")

@@ -26,7 +26,7 @@ import inspect
 import random
 import time
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -529,16 +529,16 @@ class Orchestrator:
             handler, ref, fast, model, to_python, finite = self._plan[spec.name]
             timeout_s = spec.timeout_s
             raw = handler(turn)
-            if type(raw) is types.CoroutineType:  # stepped eagerly, as _call does
+            if type(raw) is types.CoroutineType:  # stepped eagerly, as `within` does
                 try:
                     yielded = raw.send(None)
                 except StopIteration as done:
                     raw = done.value
-                else:  # its time limit starts now, as _call's does (most never suspend)
+                else:  # its time limit starts now, as within's does (most never suspend)
                     raw = await resume_within(raw, yielded,
                                               _limit(timeout_s, deadline, clock))
-            else:
-                raw = await self._call(_returning(raw), _limit(timeout_s, deadline, clock))
+            elif inspect.isawaitable(raw):
+                raw = await within(raw, _limit(timeout_s, deadline, clock))
             if fast is not None and type(raw) is dict:
                 # what Contract.validate_output does with a dict, without its type checks
                 try:
@@ -633,12 +633,6 @@ class Orchestrator:
         if type(result) is not types.CoroutineType and not inspect.isawaitable(result):
             return result
         return await within(result, timeout_s)
-
-
-def _returning(value: Any) -> Callable[[], Any]:
-    """A function returning ``value`` (a handler's result that is not a coroutine, for
-    :meth:`Orchestrator._call` to await if it is awaitable)."""
-    return lambda: value
 
 
 def _post_step(hooks: TurnHooks, session: Session, turn: TurnContext) -> Any:
