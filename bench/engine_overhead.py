@@ -793,13 +793,13 @@ DIALOGUE = ["A1001 在华东仓还有多少", "B2002 在华南仓还有多少",
 the graph off a follow-up such as "那华南仓呢?" is not understood and costs less)."""
 
 
-def _default_orchestrator(on: bool) -> Any:
+def _default_orchestrator(on: bool, log: bool = False) -> Any:
     from hermes_fsm.brain.rules import RulesBrain
     from hermes_fsm.conversation.graph import ConversationPolicy
     from hermes_fsm.demo.tools import build_demo_registry
     from hermes_fsm.engine.orchestrator import Orchestrator
 
-    return Orchestrator(brain=RulesBrain(), tools=build_demo_registry(), event_log=False,
+    return Orchestrator(brain=RulesBrain(), tools=build_demo_registry(), event_log=log,
                         conversation=ConversationPolicy(enabled=on))
 
 

@@ -18,8 +18,11 @@ out. Two modes:
 
 The peers ``default_off`` and ``default_on`` are engine_overhead's default turn instead
 (the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE,
-a user of its own each round) with the conversation graph off and on: sequential only,
-``--default-turns`` a round (60).
+a user of its own each round) with the conversation graph off and on, ``default_log`` the
+graph off with the session log kept (the library's default; the others keep none):
+sequential only, ``--default-turns`` a round (60). The children run with OpenBLAS on one
+thread (``OPENBLAS_NUM_THREADS=1``): numpy's idle BLAS threads otherwise spin for a number
+of instructions that depends on the machine's load (±50,000 a default turn, seen here).
 
 ``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
 ``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for
@@ -43,7 +46,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODES = ("sequential", "concurrent")
-PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on")
+PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on", "default_log")
 DEFAULT_PEERS = ("hermes", "hermes_nolog", "hand")
 CONCURRENT = 1000
 
@@ -56,7 +59,8 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
 
     eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
     if peer.startswith("default_"):
-        orchestrator = eo._default_orchestrator(peer == "default_on")
+        orchestrator = eo._default_orchestrator(peer == "default_on",
+                                                log=peer == "default_log")
 
         async def dialogue() -> None:
             for i in range(30):  # warm-up: rule caches, schemas
@@ -95,7 +99,7 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
 
 def counted(peer: str, mode: str, rounds: int, turns: int, path: str | None) -> int:
     """Instructions of a child run under callgrind."""
-    env = dict(os.environ)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # no idle BLAS thread spinning
     if path is not None:
         env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
@@ -170,7 +174,8 @@ def main() -> None:
     for peer, mode, n in rows:
         ratio = f"{n / hand[mode]:.2f}×" if mode in hand else "-"
         if peer.startswith("default_"):  # against the same checkout's graph-off turn
-            base = off.get(peer.replace("default_on", "").replace("default_off", ""))
+            base = off.get(peer.replace("default_on", "").replace("default_off", "")
+                           .replace("default_log", ""))
             ratio = f"{n / base:.3f}× off" if base else "-"
         print(f"| {peer:40} | {mode:10} | {n:12,.0f} | {ratio:>7} |")
 

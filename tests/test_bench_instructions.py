@@ -22,7 +22,8 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.parametrize(("peer", "mode"), [
     ("hand", "sequential"), ("hand", "concurrent"), ("hermes", "sequential"),
-    ("hermes_nolog", "concurrent"), ("default_on", "sequential")])
+    ("hermes_nolog", "concurrent"), ("default_on", "sequential"),
+    ("default_log", "sequential")])
 def test_each_child_runs_its_turns(peer: str, mode: str) -> None:
     proc = run("--child", peer, mode, "1", "3")
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -279,7 +279,7 @@ async def test_a_step_s_events_are_serialized_once_for_the_store_and_the_session
     events = result.events
     assert isinstance(events, EventList)
     assert len(events._json) > 1  # one JSON array per step, kept
-    expected = to_json(events._data, serialize_unknown=True)
+    expected = to_json(list(events.data), serialize_unknown=True)
     assert events.to_json() == expected  # joined, byte for byte what one pass would write
     log = orchestrator.sessions()["s1"]._log
     assert log is not None and log[-1][2] == expected

@@ -57,7 +57,7 @@ async def ask_brain(turn: TurnContext) -> Any:
         attempt=turn.attempt,
         repair=turn.repair,
         on_token=lambda text: turn.emit(TokenChunk, state=state.name, text=text),
-        now=turn.events.data[0]["at"] if len(turn.events) else None,  # the turn's start
+        now=turn.events.at(0) if len(turn.events) else None,  # the turn's start
         conversation=turn.session.conversation,
         resources=resources,
     )

@@ -93,7 +93,7 @@ def pending_task(turn: Any) -> Any:
     if conversation is None or not getattr(conversation, "tasks", None):
         return None
     events = turn.events
-    now = events.data[0]["at"] if len(events) else None
+    now = events.at(0) if len(events) else None
     if isinstance(now, str):
         now = datetime.fromisoformat(now)
     return conversation.pending(now) if now is not None else conversation.tasks[-1]

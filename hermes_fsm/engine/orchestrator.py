@@ -48,7 +48,14 @@ from hermes_fsm.engine.handlers import ask_brain
 from hermes_fsm.engine.hooks import TurnHook, TurnHooks, call_hooks
 from hermes_fsm.engine.memory_handlers import cancel_commits_of
 from hermes_fsm.engine.session import Session, SessionCache, check_domain, declare_domain
-from hermes_fsm.engine.turn import EventSinks, Services, TurnContext, TurnResult, deliver_late
+from hermes_fsm.engine.turn import (
+    EventSinks,
+    OutputDump,
+    Services,
+    TurnContext,
+    TurnResult,
+    deliver_late,
+)
 from hermes_fsm.errors import (
     BrainError,
     HermesError,
@@ -218,11 +225,10 @@ class Orchestrator:
         self.hooks = TurnHooks(hooks)
         # per state, worked out once: the handler to call, the contract's ref, the
         # contract's model_validate when its validate_output is Contract's own, and the
-        # contract class with its JSON dump (see _fast_dump)
+        # contract class with how its event writes it (see _fast_dump)
         self._plan = {name: (spec.handler if spec.handler is not None else ask_brain,
                              spec.contract.ref() if spec.contract is not None else None,
-                             _fast_validate(spec.contract), *_fast_dump(spec.contract),
-                             _finite_dump(spec.contract))
+                             _fast_validate(spec.contract), *_fast_dump(spec.contract))
                       for name, spec in graph.states.items()}
 
     # --- lifecycle --------------------------------------------------------------------
@@ -526,7 +532,7 @@ class Orchestrator:
         turn.state = spec
         reason: Literal["violation", "timeout", "error"]
         try:
-            handler, ref, fast, model, to_python, finite = self._plan[spec.name]
+            handler, ref, fast, model, dump = self._plan[spec.name]
             timeout_s = spec.timeout_s
             raw = handler(turn)
             if type(raw) is types.CoroutineType:  # stepped eagerly, as `within` does
@@ -552,11 +558,11 @@ class Orchestrator:
                 if spec.on_output is not None:
                     await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
                                      turn, output)
-                own_dump = type(output) is model
-                turn.emit_output(spec.name, ref,
-                                 to_python(output, mode="json") if own_dump else _dump(output),
-                                 raw if type(raw) is str or isinstance(raw, str) else None,
-                                 finite and own_dump)
+                raw = raw if type(raw) is str or isinstance(raw, str) else None
+                if type(output) is model:
+                    turn.emit_output(spec.name, ref, output, raw, dump)
+                else:
+                    turn.emit_output(spec.name, ref, _dump(output), raw)
                 if self.machine.fire("done", session, turn):
                     return
                 raise HermesError(  # the loader guarantees an unconditional way out
@@ -660,23 +666,27 @@ def _fast_validate(contract: type[Contract] | None) -> Any:
     return validator.validate_python
 
 
-def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, Any]:
-    """``(contract, to_python)``: ``to_python(output, mode="json")`` is
-    ``output.model_dump(mode="json")`` for an output of exactly the class ``contract``
-    (its serializer's ``to_python``, whose other defaults are ``model_dump``'s: the
-    ``__pydantic_serializer__`` attribute pydantic documents on every model); ``(None,
-    None)`` when the class overrides ``model_dump`` or is not built yet (``_dump`` it)."""
+def _fast_dump(contract: type[Contract] | None) -> tuple[type | None, OutputDump | None]:
+    """``(contract, dump)``: how the state's event writes an output of exactly the class
+    ``contract`` (:class:`~hermes_fsm.engine.turn.OutputDump`: its serializer's
+    ``to_python`` and ``to_json``, whose other defaults are ``model_dump``'s — the
+    ``__pydantic_serializer__`` attribute pydantic documents on every model — and
+    :func:`_finite_dump`); ``(None, None)`` when the class overrides ``model_dump`` or is
+    not built yet (``_dump`` it)."""
     if contract is None or not issubclass(contract, BaseModel):
         return None, None
     if contract.model_dump is not BaseModel.model_dump:
         return None, None
+    if contract.model_dump_json is not BaseModel.model_dump_json:
+        return None, None
     serializer = contract.__pydantic_serializer__
     if not isinstance(serializer, SchemaSerializer):
         return None, None
-    return contract, serializer.to_python
+    return contract, OutputDump(serializer.to_python, serializer.to_json,
+                                _finite_dump(contract))
 
 
-def _finite_dump(contract: type[Contract] | None) -> bool:
+def _finite_dump(contract: type[BaseModel]) -> bool:
     """Whether ``contract``'s own ``model_dump(mode="json")`` can never hold a NaN or
     ±Infinity float, whatever its values: worked out once per state, so the state's
     output needs no check before the session log's fast writer (see
@@ -690,8 +700,6 @@ def _finite_dump(contract: type[Contract] | None) -> bool:
     the model's core schema (``__pydantic_core_schema__``, documented on every model;
     nested models and computed fields included). ``False`` whenever in doubt.
     """
-    if contract is None or _fast_dump(contract)[1] is None:
-        return False
     if contract.model_config.get("ser_json_inf_nan", "null") != "null":
         return False
     nodes: list[Any] = [contract.__pydantic_core_schema__]

@@ -3,14 +3,17 @@
 Creating one is a few attribute writes: no machine is built per session (see
 :mod:`hermes_fsm.graph.machine`).
 
-The in-process event log keeps each turn's events as one JSON array (bytes), not as live
-objects:
-tens of events per turn kept as objects would make Python's garbage collector rescan an
-ever-growing heap (measured: more than half the engine's time after a few thousand
-turns), and JSON is what recordings and durable stores hold anyway. Reading the log
-parses the lines back into events. A session made with ``log=False`` keeps no log at all
-(an orchestrator's ``event_log=False``: for callers that read each turn's events from its
-result, its sinks or a durable store, such as a replay rerun).
+The in-process event log keeps each turn's events as one JSON array (bytes) — for a turn
+made only of the engine's own events (no sink attached, no handler or tool emitting one
+of its own), the compact JSON of their rows (:func:`~hermes_fsm.events.rows.rows_json`:
+arrays, no field names, no dict made) — not as live objects: tens of events per turn
+kept as objects (even tuples, which the collector stops tracking after a pass) would make
+Python's garbage collector rescan a growing heap (measured: more than half the engine's
+time after a few thousand turns, and ~20,000 instructions a turn for kept rows), and JSON
+is what recordings and durable stores hold anyway. Reading the log parses the JSON back
+into events. A session made with ``log=False`` keeps no log at all (an orchestrator's
+``event_log=False``: for callers that read each turn's events from its result, its sinks
+or a durable store, such as a replay rerun).
 
 **Bounded memory.** A session made with ``log_turns=N`` keeps the events of its last ``N``
 log entries only (an entry is a turn's events, or a batch of late events delivered after
@@ -36,7 +39,8 @@ from pydantic_core import from_json, to_json
 
 from hermes_fsm.conversation.graph import Conversation
 from hermes_fsm.errors import SessionError, UsageError
-from hermes_fsm.events.model import EVENTS_ADAPTER, Event, EventList
+from hermes_fsm.events.model import EVENTS_ADAPTER, Event, EventList, write_json
+from hermes_fsm.events.rows import rows_data
 
 __all__ = ["Session", "SessionCache", "check_domain", "declare_domain"]
 
@@ -85,8 +89,8 @@ class Session:
         self.state = state
         self.seq = 0
         self.epoch = 0
-        # (first seq, last seq, JSON array) per turn; None: no log kept
-        self._log: list[tuple[int, int, bytes]] | None = [] if log else None
+        # (first seq, last seq, JSON array, whether of rows) per turn; None: no log kept
+        self._log: list[tuple[int, int, bytes, bool]] | None = [] if log else None
         self._log_turns = log_turns
         self.dropped = (0, 0)
         self.history: list[dict[str, str]] = []
@@ -116,21 +120,23 @@ class Session:
     def record(self, events: EventList) -> None:
         """Append a turn's events to the log (the engine does this as a turn ends)."""
         if len(events) and self._log is not None:
-            self._append(self._log, events.data[0]["seq"], events.last_seq(), events.to_json())
+            blob, rows = events.log_json()
+            self._append(self._log, events.first_seq(), events.last_seq(), blob, rows)
 
     def record_stored(self, events: Sequence[Mapping[str, Any]]) -> None:
         """Append events read back from a store (JSON data, in seq order) as one log entry:
         the durable layer rebuilds an evicted session's log this way, entry by entry, so
         it reads as it did while the session was cached (within the same window)."""
         if events and self._log is not None:
-            self._append(self._log, events[0]["seq"], events[-1]["seq"], to_json(list(events)))
+            self._append(self._log, events[0]["seq"], events[-1]["seq"],
+                         to_json(list(events)), False)
 
-    def _append(self, log: list[tuple[int, int, bytes]], first: int, last: int,
-                blob: bytes) -> None:
+    def _append(self, log: list[tuple[int, int, bytes, bool]], first: int, last: int,
+                blob: bytes, rows: bool) -> None:
         # a right-sized copy: orjson (3.12 on) hands out its buffer rounded up to a power of
         # two and never shrinks it (32 KiB held for a demo turn's 11 KB of JSON), and the
         # log keeps the entry for the session's life; the copy costs ~0.15 µs a turn
-        log.append((first, last, b"".join((blob, b""))))
+        log.append((first, last, b"".join((blob, b"")), rows))
         keep = self._log_turns
         if keep is not None and len(log) > keep:
             gone = log[: len(log) - keep]
@@ -148,8 +154,8 @@ class Session:
         counts; ``bench/session_memory.py`` prints it beside tracemalloc's figure)."""
         size = _SESSION_BYTES + len(self.summary) + sum(
             _MESSAGE_BYTES + len(m.get("content", "")) for m in self.history)
-        for _, _, blob in self._log or ():
-            size += _ENTRY_BYTES + len(blob)
+        for entry in self._log or ():
+            size += _ENTRY_BYTES + len(entry[2])
         conv = self.conversation
         if conv is not None:
             size += _NODE_BYTES * (len(conv.entities) + len(conv.intents) + len(conv.edges)
@@ -164,14 +170,16 @@ class Session:
     def events_after(self, seq: int) -> list[Event]:
         """The recorded events with a sequence number above ``seq`` (numbered from 1)."""
         out: list[Event] = []
-        for _, last, blob in self._log or ():
+        for _, last, blob, rows in self._log or ():
             if last > seq:
-                out.extend(e for e in EVENTS_ADAPTER.validate_json(blob) if e.seq > seq)
+                out.extend(e for e in EVENTS_ADAPTER.validate_json(_json(blob, rows))
+                           if e.seq > seq)
         return out
 
     def event_lines(self) -> list[bytes]:
         """The log as JSON lines, one event each (what a recording holds)."""
-        return [to_json(item) for _, _, blob in self._log or () for item in from_json(blob)]
+        return [to_json(item) for _, _, blob, rows in self._log or ()
+                for item in (rows_data(blob) if rows else from_json(blob))]
 
     def turn_events(self, turn_id: str) -> list[Event]:
         """The events of one turn of this session."""
@@ -214,6 +222,12 @@ def declare_domain(session: Session, domain: str | None) -> None:
     raise SessionError(f"session {session.session_id!r} was created in {mine}, not "
                        f"{domain!r}; a session keeps the domain it was created in: start a "
                        "new session for another domain")
+
+
+def _json(blob: bytes, rows: bool) -> bytes:
+    """A log entry's events as one JSON array (an entry of rows written out as their turn
+    would have written its events: the same JSON)."""
+    return write_json(rows_data(blob), True) if rows else blob
 
 
 _SESSION_BYTES = 600  # the object, its slots, ids and the cache's entry

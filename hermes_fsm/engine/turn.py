@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
@@ -34,6 +34,7 @@ from hermes_fsm.events.model import (
     event_data,
     make_event,
 )
+from hermes_fsm.events.rows import ENTERED, EXITED, FINISHED, OUTPUT, STARTED, stamp_time
 from hermes_fsm.events.sinks import EventSink, sink_plan
 from hermes_fsm.graph.model import StateSpec
 from hermes_fsm.sources import Clock, SystemClock
@@ -43,8 +44,8 @@ if TYPE_CHECKING:  # annotations only: loading a graph (its handlers) stays clea
     from hermes_fsm.tools.executor import ToolRunner
     from hermes_fsm.tools.registry import ToolRegistry
 
-__all__ = ["EventSinks", "Services", "TurnContext", "TurnResult", "deliver_late",
-           "number_late"]
+__all__ = ["EventSinks", "OutputDump", "Services", "TurnContext", "TurnResult",
+           "deliver_late", "number_late"]
 
 
 @dataclass(slots=True)
@@ -60,6 +61,23 @@ class Services:
     clock: Clock
     context: Any = None
     conversation: ConversationPolicy = field(default_factory=ConversationPolicy)
+
+
+class OutputDump(NamedTuple):
+    """How a state's output of exactly its contract's class is written into its
+    ``state_output`` event (worked out once per state by the engine).
+
+    Attributes:
+        to_python: ``to_python(output, mode="json")`` is ``output.model_dump(mode="json")``
+            (the contract's pydantic serializer's, whose other defaults are
+            ``model_dump``'s).
+        to_json: ``to_json(output)``, the same data as JSON (``model_dump_json()``).
+        finite: the dump can never hold a NaN or ±Infinity float, whatever the values.
+    """
+
+    to_python: Callable[..., Any]
+    to_json: Callable[[Any], bytes]
+    finite: bool
 
 
 class EventSinks:
@@ -142,7 +160,8 @@ class TurnContext:
     """
 
     __slots__ = (
-        "_add_data", "_answer", "_context", "_entered", "_now", "_sinks", "_unchecked",
+        "_add_data", "_answer", "_context", "_entered", "_mixed", "_now", "_sinks", "_stamp",
+        "_unchecked",
         "attempt",
         "awaiting", "by_contract", "events", "flushed",
         "history", "journal", "late", "memory", "output", "output_state", "outputs", "path",
@@ -174,6 +193,13 @@ class TurnContext:
         self._unchecked = self.events.unchecked.append
         clock = services.clock
         self._now = _utc_now if type(clock) is SystemClock else clock.now
+        # what a row keeps as its `at` (see events.rows): the system clock's time_ns
+        self._stamp = time.time_ns if type(clock) is SystemClock else clock.now
+        # a field dict among the turn's events: from then on its own events are field dicts
+        # too, not rows (hermes_fsm.events.rows): the batch is written from field dicts
+        # anyway, and rows would only be made into dicts again. They are rows while no
+        # sink takes them as they happen and this is False
+        self._mixed = False
         self.flushed = 0
         self.journal: Any = None
         self.late: Callable[[Session, type[Event], dict[str, Any]], None] | None = None
@@ -214,6 +240,7 @@ class TurnContext:
         if self._sinks.current:  # data sinks take the field dict; objects only for the others
             self._deliver(kind, data)
         else:
+            self._mixed = True
             if EVENT_CLASSES.get(data["kind"]) is kind:
                 self._add_data(data)
                 self._unchecked(data)  # checked for NaN and ±Infinity as the log is written
@@ -258,22 +285,26 @@ class TurnContext:
         """Called by the machine as a transition fires: exit/entry events, counters.
 
         ``key`` identifies the transition for per-turn limits (``None``: no edge limits
-        it, so it is not counted in :attr:`taken`). The two events are built as
-        :meth:`emit` builds them (the same field dicts, in the models' field order:
-        ``tests/test_emit_fast_path.py`` holds them to :func:`event_data`), written
-        out here as this runs at every transition.
+        it, so it is not counted in :attr:`taken`). The two events are rows
+        (:mod:`hermes_fsm.events.rows`) when no sink takes them now, else the field dicts
+        :meth:`emit` builds (in the models' field order: ``tests/test_emit_fast_path.py``
+        holds both to :func:`event_data`), written out here as this runs at every
+        transition.
         """
         now = time.perf_counter()
-        at = self._now()  # leaving one state and entering the next: one instant
         session = self.session
         seq = session.seq = session.seq + 1
-        exited = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq, "at": at,
-                  "kind": "state_exited", "state": source, "trigger": trigger, "dest": dest,
-                  "duration_ms": (now - self._entered) * 1000.0}
-        if self._sinks.current:
-            self._deliver(StateExited, exited, scalars=True)
+        duration_ms = (now - self._entered) * 1000.0
+        if not (self._sinks.current or self._mixed):
+            at = self._stamp()  # leaving one state and entering the next: one instant
+            self._add_data((EXITED, self.session_id, self.turn_id, seq, at, source, trigger,
+                            dest, duration_ms))
         else:
-            self._add_data(exited)
+            at = self._now()
+            self._write(StateExited, {
+                "session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": at, "kind": "state_exited", "state": source, "trigger": trigger,
+                "dest": dest, "duration_ms": duration_ms}, True)
         self._entered = now
         if key is not None:
             taken = self.taken
@@ -287,64 +318,97 @@ class TurnContext:
         self.output_state = None
         self.path.append(dest)
         seq = session.seq = session.seq + 1
-        entered = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq, "at": at,
-                   "kind": "state_entered", "state": dest, "source": source,
-                   "trigger": trigger, "attempt": self.attempt}
-        if self._sinks.current:
-            self._deliver(StateEntered, entered, scalars=True)
+        if not (self._sinks.current or self._mixed):
+            self._add_data((ENTERED, self.session_id, self.turn_id, seq, at, dest, source,
+                            trigger, self.attempt))
         else:
-            self._add_data(entered)
+            self._write(StateEntered, {
+                "session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
+                "at": stamp_time(at), "kind": "state_entered", "state": dest,
+                "source": source, "trigger": trigger, "attempt": self.attempt}, True)
 
     def emit_started(self, graph: str, domain: str | None) -> None:
         """Emit ``turn_started`` for this turn's user and text (what ``emit(TurnStarted,
-        ...)`` does, written out: it runs at every turn). Its values are strings (or
-        ``None``): nothing for the log's writer to check for NaN."""
+        ...)`` does, written out: it runs at every turn; a row when no sink takes it now
+        and both are strings)."""
         session = self.session
         seq = session.seq = session.seq + 1
         user_id, text = self.user_id, self.text
+        scalars = type(user_id) is str and type(text) is str
+        if scalars and not (self._sinks.current or self._mixed):
+            self._add_data((STARTED, self.session_id, self.turn_id, seq, self._stamp(),
+                            user_id, text, graph, domain))
+            return
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
-                "at": self._now(), "kind": "turn_started", "user_id": user_id, "text": text,
-                "graph": graph, "domain": domain}
-        self._write(TurnStarted, data, type(user_id) is str and type(text) is str)
+                "at": self._now(), "kind": "turn_started", "user_id": user_id,
+                "text": text, "graph": graph, "domain": domain}
+        self._write(TurnStarted, data, scalars)
 
     def emit_finished(self, status: str, answer: str, duration_ms: float) -> None:
         """Emit ``turn_finished`` with the turn's :attr:`path` (what ``emit(TurnFinished,
-        ...)`` does, written out: it runs at every turn). ``duration_ms`` is measured by
-        the engine (finite), the path holds state names: only a non-str ``answer`` is
-        left for the log's writer to check for NaN."""
+        ...)`` does, written out: it runs at every turn; a row when no sink takes it now
+        and ``answer`` is a string). ``duration_ms`` is measured by the engine (finite),
+        the path holds state names: only a non-str ``answer`` is left for the log's
+        writer to check for NaN."""
         session = self.session
         seq = session.seq = session.seq + 1
+        scalars = type(answer) is str and type(duration_ms) is float
+        if scalars and not (self._sinks.current or self._mixed):
+            self._add_data((FINISHED, self.session_id, self.turn_id, seq, self._stamp(),
+                            status, answer, duration_ms, *self.path))
+            return
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "turn_finished", "status": status,
                 "answer": answer, "duration_ms": duration_ms, "path": self.path}
-        self._write(TurnFinished, data, type(answer) is str and type(duration_ms) is float)
+        self._write(TurnFinished, data, scalars)
 
     def _write(self, kind: type[Event], data: dict[str, Any], scalars: bool) -> None:
         """Deliver or log an event built here; ``scalars``: no value to check for NaN."""
         if self._sinks.current:
             self._deliver(kind, data, scalars=scalars)
         else:
+            self._mixed = True
             self._add_data(data)
             if not scalars:
                 self._unchecked(data)
 
     def emit_output(self, state: str, contract: str | None, output: Any, raw: Any,
-                    finite: bool = False) -> None:
+                    dump: OutputDump | None = None) -> None:
         """Emit ``state_output`` (what ``emit(StateOutput, ...)`` does, written out: it runs
-        at every state): ``output`` as JSON-able data, the state's contract ref;
-        ``finite``: ``output`` cannot hold a NaN or ±Infinity float (the engine knows it of
-        some contracts' dumps), so the log's writer need not check it."""
+        at every state) for the state's validated ``output``, with its contract's ref.
+
+        ``dump``: how to write ``output``, an object of exactly its state's contract class
+        (the engine works it out once per state, :class:`OutputDump`); ``None``: ``output``
+        is JSON-able data already. With a dump, no sink taking the event now and ``raw``
+        a string or ``None``, the event is a row holding the output's JSON, or its data
+        where the dump may hold a NaN or ±Infinity float (JSON has none; the batch's writer
+        checks it, as it checks a field dict's).
+        """
         session = self.session
         seq = session.seq = session.seq + 1
+        finite_dump = False
+        if dump is not None:
+            to_python, to_json, finite_dump = dump
+            if (raw is None or type(raw) is str) and not (self._sinks.current or self._mixed):
+                if finite_dump:  # its schema holds no float: its JSON is the same data
+                    dumped = to_json(output)
+                else:  # its data, checked for NaN if and when the batch is written
+                    dumped = to_python(output, mode="json")
+                    self._unchecked(dumped)
+                self._add_data((OUTPUT, self.session_id, self.turn_id, seq, self._stamp(),
+                                state, self.attempt, contract, dumped, raw))
+                return
+            output = to_python(output, mode="json")
         data = {"session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
                 "at": self._now(), "kind": "state_output", "state": state,
                 "attempt": self.attempt, "contract": contract, "output": output, "raw": raw}
         if self._sinks.current:
             self._deliver(StateOutput, data,
-                          scalars=finite and (raw is None or type(raw) is str))
+                          scalars=finite_dump and (raw is None or type(raw) is str))
         else:
+            self._mixed = True
             self._add_data(data)
-            if not finite:
+            if not finite_dump:
                 self._unchecked(output)  # the rest: str, int, datetime (and raw: str or None)
             if raw is not None and type(raw) is not str:
                 self._unchecked(raw)

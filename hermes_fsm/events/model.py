@@ -7,11 +7,12 @@ orchestrator's injectable clock.
 
 Two forms of one event: its *field dict* (every field of the model, defaults filled, in
 declared order, ``kind`` included: :func:`event_data`) and its *object*. The field dict
-is the data model of the hot path: a turn emits field dicts into an :class:`EventList`,
-the session log, durable stores and data sinks (:mod:`hermes_fsm.events.sinks`) take
-them as they are, and objects are built from them only when someone reads them
-(:func:`make_event`, through pydantic's public API, not validated again). The JSON of a
-field dict is the model's JSON, byte for byte.
+is the data model of the hot path: a turn emits field dicts into an :class:`EventList`
+(its own five kinds of events as compact rows, :mod:`hermes_fsm.events.rows`, whose field
+dicts are made when read), the session log, durable stores and data sinks
+(:mod:`hermes_fsm.events.sinks`) take them as they are, and objects are built from them
+only when someone reads them (:func:`make_event`, through pydantic's public API, not
+validated again). The JSON of a field dict is the model's JSON, byte for byte.
 
 >>> from datetime import UTC, datetime
 >>> ev = TurnStarted(session_id="s1", turn_id="t1", seq=1,
@@ -29,10 +30,8 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic_core import to_json
 
-try:  # the fast JSON writer of event batches (optional: hermes-fsm[fast]); see write_json
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - the extra is not installed
-    _orjson = None  # type: ignore[assignment]
+from hermes_fsm._internal.fast_json import orjson as _orjson
+from hermes_fsm.events.rows import ROW_KINDS, row_data, rows_json
 
 __all__ = [
     "EVENTS_ADAPTER",
@@ -525,11 +524,15 @@ def make_event(kind: type[_Event], data: dict[str, Any]) -> Any:
 
 
 class EventList(Sequence[Any]):
-    """A turn's events, kept as field dicts and made into event objects on first read.
+    """A turn's events, kept as rows or field dicts and made into event objects on first read.
 
     Most events of a busy service are written and never read back as objects; building
     each one costs more than the rest of a state's work, so it happens only when needed
-    (a sink, or someone reading the list). :meth:`to_json` writes the whole batch at once.
+    (a sink, or someone reading the list). The engine's own events come as compact rows
+    (:mod:`hermes_fsm.events.rows`) when no sink takes them as they happen: their field
+    dicts are made on first read too (:attr:`data`, :meth:`pairs`, iterating), and a batch
+    made only of rows can be kept as its rows (:meth:`rows`). :meth:`to_json` writes the
+    whole batch at once.
 
     Attributes:
         unchecked: the field dicts (or the field values) that may hold a non-finite float
@@ -537,7 +540,7 @@ class EventList(Sequence[Any]):
             written: :func:`write_json` uses its fast writer only if none does.
             :meth:`add` puts each event there unless told it holds only finite scalars;
             whoever adds events through :meth:`appender` appends to it each dict, or each
-            value, that is not such a scalar.
+            value, that is not such a scalar (a row never is).
     """
 
     __slots__ = ("_checked_upto", "_classes", "_data", "_json", "_json_upto", "_objects",
@@ -547,7 +550,8 @@ class EventList(Sequence[Any]):
         # by index: the class of an event whose kind does not name it in EVENT_CLASSES
         # (none for the engine's events: a class is looked up by kind when it is needed)
         self._classes: dict[int, type[_Event]] = {}
-        self._data: list[dict[str, Any]] = []
+        # each event: its field dict, or its row until its dict is made (in its place)
+        self._data: list[Any] = []
         self._objects: dict[int, Any] = {}  # by index: the events built so far
         self._json: list[bytes] = []  # JSON arrays of the events [0, _json_upto), in order
         self._json_upto = 0
@@ -570,23 +574,53 @@ class EventList(Sequence[Any]):
         if not scalars:
             self.unchecked.append(data)
 
-    def appender(self) -> Callable[[dict[str, Any]], None]:
+    def appender(self) -> Callable[[Any], None]:
         """A function that adds an event with no object yet, given its field dict, whose
-        ``kind`` names its class in :data:`EVENT_CLASSES` (what :meth:`add` does, without a
-        Python frame per event; the engine's turn uses it; an event of another class goes
-        through :meth:`add`). A dict with anything but finite scalars goes to
-        :attr:`unchecked` as well."""
+        ``kind`` names its class in :data:`EVENT_CLASSES`, or its row
+        (:mod:`hermes_fsm.events.rows`): what :meth:`add` does, without a Python frame
+        per event (the engine's turn uses it; an event of another class goes through
+        :meth:`add`). A dict with anything but finite scalars goes to :attr:`unchecked`
+        as well."""
         return self._data.append
+
+    def _dicts(self) -> list[dict[str, Any]]:
+        """The field dicts of every event (those of rows made now, in the rows' places).
+
+        Rows are found by C-level scans (a turn holds a few rows among many dicts, or
+        only rows): no Python step per event that is a dict already."""
+        entries = self._data
+        kinds = list(map(type, entries))
+        if tuple in kinds:
+            index = kinds.index(tuple)
+            while True:
+                entries[index] = row_data(entries[index])
+                try:
+                    index = kinds.index(tuple, index + 1)
+                except ValueError:
+                    break
+        return entries
+
+    def _kind(self, index: int) -> str:
+        entry = self._data[index]
+        return ROW_KINDS[entry[0]] if type(entry) is tuple else entry["kind"]
 
     def _class(self, index: int) -> type[_Event]:
         cls = self._classes.get(index)
-        return EVENT_CLASSES[self._data[index]["kind"]] if cls is None else cls
+        return EVENT_CLASSES[self._kind(index)] if cls is None else cls
 
     def _build(self, index: int) -> Any:
         event = self._objects.get(index)
         if event is None:
-            event = self._objects[index] = make_event(self._class(index), self._data[index])
+            event = self._objects[index] = make_event(self._class(index), self._one(index))
         return event
+
+    def _one(self, index: int) -> dict[str, Any]:
+        """The field dict of one event, made (in its row's place) for it alone: reading a
+        few events makes no dicts for the others."""
+        entry = self._data[index]
+        if type(entry) is tuple:
+            entry = self._data[index] = row_data(entry)
+        return entry  # type: ignore[no-any-return]
 
     def __getitem__(self, index: Any) -> Any:
         if isinstance(index, slice):
@@ -603,23 +637,52 @@ class EventList(Sequence[Any]):
     def pairs(self, start: int = 0) -> list[tuple[type[_Event], dict[str, Any]]]:
         """The events from ``start`` on as ``(event class, field dict)`` pairs, no object
         built (read the dicts, never change them)."""
-        classes, data = self._classes, self._data
-        if not classes:
+        data = self._dicts()
+        if not self._classes:
             return [(EVENT_CLASSES[d["kind"]], d) for d in data[start:]]
         return [(self._class(i), data[i]) for i in range(start, len(data))]
 
     @property
     def data(self) -> Sequence[dict[str, Any]]:
         """The events' field dicts, in order, no object built (read them, never change them)."""
-        return self._data
+        return self._dicts()
+
+    def rows(self) -> tuple[Any, ...] | None:
+        """The events as their rows, when every one of them is a row whose dict nobody
+        made yet (else ``None``; see :mod:`hermes_fsm.events.rows`)."""
+        entries = self._data
+        for entry in entries:
+            if type(entry) is not tuple:
+                return None
+        return tuple(entries)
+
+    def log_json(self) -> tuple[bytes, bool]:
+        """The batch's JSON for a session's log, and whether it is its rows' compact JSON
+        (:func:`~hermes_fsm.events.rows.rows_json`): the arrays a durable turn's steps
+        wrote, joined (serialized once); else the rows' compact JSON when every event is
+        a row and none holds a NaN or ±Infinity float; else :meth:`to_json`."""
+        if not self._json:
+            rows = self.rows()
+            if rows is not None and finite_items(self.unchecked):
+                return rows_json(rows), True
+        return self.to_json(), False
+
+    def first_seq(self) -> int:
+        """The sequence number of the first event (0 for none), no dict made."""
+        return _seq(self._data[0]) if self._data else 0
 
     def last_seq(self) -> int:
         """The sequence number of the last event (0 for none), no object built."""
-        return self._data[-1]["seq"] if self._data else 0
+        return _seq(self._data[-1]) if self._data else 0
+
+    def at(self, index: int) -> datetime:
+        """The ``at`` of one event, no dict made for the others."""
+        return self._one(index)["at"]  # type: ignore[no-any-return]
 
     def of_kinds(self, kinds: Container[str]) -> list[Any]:
         """The events whose ``kind`` is in ``kinds``, as objects (only those are built)."""
-        return [self._build(i) for i, data in enumerate(self._data) if data["kind"] in kinds]
+        return [self._build(i) for i, e in enumerate(self._data)
+                if (ROW_KINDS[e[0]] if type(e) is tuple else e["kind"]) in kinds]
 
     def __iter__(self) -> Any:
         for i in range(len(self._data)):
@@ -636,7 +699,7 @@ class EventList(Sequence[Any]):
     def to_json(self) -> bytes:
         """The batch as one JSON array (the same JSON each event's model would write)."""
         if not self._json:
-            return write_json(self._data, finite_items(self.unchecked))
+            return self._write(0, finite_items(self.unchecked))
         if self._json_upto < len(self._data):
             self.json_from(self._json_upto)
         if len(self._json) == 1:
@@ -653,12 +716,41 @@ class EventList(Sequence[Any]):
             fresh = finite_items(self.unchecked[self._checked_upto:])
         else:
             fresh = finite_items(self.unchecked)
-        blob = write_json(self._data[start:], fresh)
+        blob = self._write(start, fresh)
         if start == self._json_upto:
             self._checked_upto = len(self.unchecked)
             self._json.append(blob)
             self._json_upto = len(self._data)
         return blob
+
+
+    def _write(self, start: int, finite_floats: bool) -> bytes:
+        """:func:`write_json` of the events from ``start`` on, with no row's output parsed
+        only to be written again: orjson embeds its JSON as it is (the dicts made for
+        writing rows are not kept)."""
+        batch = self._data[start:]
+        kinds = list(map(type, batch))
+        if tuple not in kinds:
+            return write_json(batch, finite_floats)
+        if finite_floats and _orjson is not None:
+            index = kinds.index(tuple)
+            while True:
+                batch[index] = row_data(batch[index], written=True)
+                try:
+                    index = kinds.index(tuple, index + 1)
+                except ValueError:
+                    break
+            try:
+                return _orjson.dumps(batch, default=_unknown, option=_ORJSON_OPTIONS)
+            except TypeError:  # orjson.JSONEncodeError: a type it does not write as pydantic
+                pass
+        return to_json(self._dicts()[start:], serialize_unknown=True)
+
+
+def _seq(entry: Any) -> int:
+    """The ``seq`` of an event given as its field dict or its row."""
+    seq: int = entry[3] if type(entry) is tuple else entry["seq"]
+    return seq
 
 
 def finite(value: Any) -> bool:
