@@ -34,7 +34,7 @@ from hermes_fsm.events.model import (
     event_data,
     make_event,
 )
-from hermes_fsm.events.rows import ENTERED, EXITED, FINISHED, OUTPUT, STARTED, stamp_time
+from hermes_fsm.events.rows import ENTERED, EXITED, FINISHED, OUTPUT, STARTED
 from hermes_fsm.events.sinks import EventSink, sink_plan
 from hermes_fsm.graph.model import StateSpec
 from hermes_fsm.sources import Clock, SystemClock
@@ -295,7 +295,8 @@ class TurnContext:
         session = self.session
         seq = session.seq = session.seq + 1
         duration_ms = (now - self._entered) * 1000.0
-        if not (self._sinks.current or self._mixed):
+        rows = not (self._sinks.current or self._mixed)  # both events alike
+        if rows:
             at = self._stamp()  # leaving one state and entering the next: one instant
             self._add_data((EXITED, self.session_id, self.turn_id, seq, at, source, trigger,
                             dest, duration_ms))
@@ -318,13 +319,13 @@ class TurnContext:
         self.output_state = None
         self.path.append(dest)
         seq = session.seq = session.seq + 1
-        if not (self._sinks.current or self._mixed):
+        if rows:
             self._add_data((ENTERED, self.session_id, self.turn_id, seq, at, dest, source,
                             trigger, self.attempt))
         else:
             self._write(StateEntered, {
                 "session_id": self.session_id, "turn_id": self.turn_id, "seq": seq,
-                "at": stamp_time(at), "kind": "state_entered", "state": dest,
+                "at": at, "kind": "state_entered", "state": dest,
                 "source": source, "trigger": trigger, "attempt": self.attempt}, True)
 
     def emit_started(self, graph: str, domain: str | None) -> None:

@@ -584,21 +584,9 @@ class EventList(Sequence[Any]):
         return self._data.append
 
     def _dicts(self) -> list[dict[str, Any]]:
-        """The field dicts of every event (those of rows made now, in the rows' places).
-
-        Rows are found by C-level scans (a turn holds a few rows among many dicts, or
-        only rows): no Python step per event that is a dict already."""
-        entries = self._data
-        kinds = list(map(type, entries))
-        if tuple in kinds:
-            index = kinds.index(tuple)
-            while True:
-                entries[index] = row_data(entries[index])
-                try:
-                    index = kinds.index(tuple, index + 1)
-                except ValueError:
-                    break
-        return entries
+        """The field dicts of every event (those of rows made now, in the rows' places)."""
+        _make_rows(self._data)
+        return self._data
 
     def _kind(self, index: int) -> str:
         entry = self._data[index]
@@ -723,28 +711,35 @@ class EventList(Sequence[Any]):
             self._json_upto = len(self._data)
         return blob
 
-
     def _write(self, start: int, finite_floats: bool) -> bytes:
         """:func:`write_json` of the events from ``start`` on, with no row's output parsed
         only to be written again: orjson embeds its JSON as it is (the dicts made for
         writing rows are not kept)."""
         batch = self._data[start:]
-        kinds = list(map(type, batch))
-        if tuple not in kinds:
-            return write_json(batch, finite_floats)
         if finite_floats and _orjson is not None:
-            index = kinds.index(tuple)
-            while True:
-                batch[index] = row_data(batch[index], written=True)
-                try:
-                    index = kinds.index(tuple, index + 1)
-                except ValueError:
-                    break
+            _make_rows(batch, written=True)
             try:
                 return _orjson.dumps(batch, default=_unknown, option=_ORJSON_OPTIONS)
             except TypeError:  # orjson.JSONEncodeError: a type it does not write as pydantic
                 pass
         return to_json(self._dicts()[start:], serialize_unknown=True)
+
+
+def _make_rows(entries: list[Any], *, written: bool = False) -> None:
+    """Put each row's field dict in its place in ``entries`` (``written``: the dict made
+    only for orjson to write, :func:`~hermes_fsm.events.rows.row_data`). Rows are found
+    by C-level scans (a turn holds a few rows among many dicts, or only rows): no Python
+    step per entry that is a dict already."""
+    kinds = list(map(type, entries))
+    if tuple not in kinds:
+        return
+    index = kinds.index(tuple)
+    while True:
+        entries[index] = row_data(entries[index], written=written)
+        try:
+            index = kinds.index(tuple, index + 1)
+        except ValueError:
+            return
 
 
 def _seq(entry: Any) -> int:

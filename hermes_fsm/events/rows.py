@@ -158,7 +158,7 @@ def rows_json(rows: Sequence[Row]) -> bytes:
 def rows_data(blob: bytes) -> list[dict[str, Any]]:
     """The field dicts of the rows :func:`rows_json` wrote (an injected clock's ``at``
     comes back as the string its JSON holds, which writes the same JSON again)."""
-    return [_MAKERS[row[0]](row) for row in from_json(blob)]
+    return [row_data(row) for row in from_json(blob)]
 
 
 def _fragment(value: Any) -> Any:
