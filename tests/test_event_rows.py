@@ -63,6 +63,15 @@ async def second_noting(ctx: Any) -> dict[str, Any]:
     return {"text": "done", "score": 0.75}
 
 
+class Name(str):
+    """A str subclass: orjson (as the engine calls it) refuses it, pydantic writes it."""
+
+
+async def second_odd(ctx: Any) -> dict[str, Any]:
+    ctx.emit(Retry, state=Name("SECOND"), attempt=1, reason="error", delay_s=0.5)
+    return {"text": "done", "score": 0.75}
+
+
 async def second_str(ctx: Any) -> str:
     return '{"text": "done", "score": 0.5}'  # raw text, as a model answers
 
@@ -308,4 +317,14 @@ async def test_a_turn_of_rows_and_field_dicts_writes_what_its_dicts_would(clock:
     assert first_dict > 3 and not any(as_rows[first_dict:])  # are dicts (written as dicts)
     assert {d["kind"] for d in events.data} >= {"retry", "state_output"}
     assert blob == to_json(list(events.data), serialize_unknown=True)  # pydantic, the dicts
+    assert o.sessions()["s1"].event_lines() == [to_json(d) for d in events.data]
+
+
+async def test_a_batch_orjson_refuses_is_written_by_pydantic_rows_and_all() -> None:
+    o = orchestrator(two_states("second_odd"))
+    result = await o.run_turn("s1", "hi")
+    events = result.events
+    assert isinstance(events, EventList)
+    blob = events.to_json()  # rows among the dicts, and a value orjson gives up on
+    assert blob == to_json(list(events.data), serialize_unknown=True)
     assert o.sessions()["s1"].event_lines() == [to_json(d) for d in events.data]
