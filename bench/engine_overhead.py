@@ -14,8 +14,9 @@ Measured per peer:
                      warm-up run, then best of REPEATS.
   * create µs     -- cost of creating one session, averaged over n consecutive creations
                      (sessions stay live during the measurement), best of REPEATS.
-  * 1k x 10 ms    -- wall time of 1,000 concurrent turns (asyncio.gather, 1,000 sessions) whose
-                     EXECUTION handler awaits asyncio.sleep(0.01). The floor is ~10 ms.
+  * 1k x 10 ms    -- wall time of 1,000 concurrent turns (asyncio.gather, 1,000 sessions made
+                     before the timed span) whose EXECUTION handler awaits asyncio.sleep(0.01).
+                     The floor is ~10 ms.
 
 Each peer is verified once, outside timing, to invoke exactly 6 handlers per turn (one per
 non-idle state), both sequentially and concurrently.
@@ -321,9 +322,11 @@ def _hermes_peer(build):
         return us
 
     def concurrent(sessions: int) -> float:
-        """Wall seconds for `sessions` concurrent turns (one per session, asyncio.gather)."""
+        """Wall seconds for `sessions` concurrent turns (one per session, asyncio.gather);
+        the sessions made before the timed span, as every peer's are (and this peer's in
+        `run`)."""
         orchestrator = build()
-        ids = [f"c{i}" for i in range(sessions)]
+        ids = [orchestrator.session(f"c{i}").session_id for i in range(sessions)]
         return asyncio.run(_drive_concurrent(ids, _hermes_turn(orchestrator)))
 
     return run, create, concurrent
@@ -768,7 +771,7 @@ STATIC_NOTES = [
     "`Event.trigger(session, turn)`; hermes-fsm fires its own table (graph/machine.py).",
     "hermes-fsm, no session log: the same orchestrator with `event_log=False` (events still "
     "built, in the TurnResult and for sinks; not serialised into the session's in-process "
-    "log, which keeps every turn by default and grows ~5 KiB a turn).",
+    "log, which keeps every turn by default and grows ~3 KiB a turn of this workload).",
     "create: hand = Session object; transitions = Session + add_model on one shared machine; "
     "langgraph = config dict with a thread_id (its checkpoint is created lazily by the first "
     "turn, inside the turn figures); burr = ApplicationBuilder().with_graph(prebuilt)"
@@ -1022,7 +1025,7 @@ def main(argv: list[str] | None = None) -> int:
     conc_sessions = 1000
     repeats = 3
     create_repeats = 5  # creation is cheap but GC-noisy (objects stay live): take best of 5
-    conc_repeats = 1 if args.quick else 2
+    conc_repeats = 1 if args.quick else 5  # the column moves by ±15 ms between rounds here
     selected = set(args.peers.split(",")) if args.peers else None
 
     t_start = time.perf_counter()

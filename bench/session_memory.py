@@ -398,7 +398,7 @@ def main() -> None:
         # the library's default: each cached session logs every turn it ran here
         ("sqlite", f"SQLite, cache {args.cache_mb} MiB, log every turn", args.cache_mb, None, top),
         ("memory", f"no store, event_log_turns={window}", None, window, top),
-        # every turn kept and nothing evicted: ~5 KiB a turn; 50 turns × N would be GiBs
+        # every turn kept and nothing evicted: ~3.5 KiB a turn; 50 turns × N would be GiBs
         ("memory", "no store, every turn kept (library default)", None, None, min(top, 10)),
     ]
     if args.pg:
