@@ -70,7 +70,31 @@ _MIGRATIONS = [
     "CREATE INDEX IF NOT EXISTS hermes_experience_user_kind_at_request_domain "
     "ON hermes_experience (user_id, kind, at, entry_id, request, domain); "
     "DROP INDEX IF EXISTS hermes_experience_user_kind_at_request;",
+    # a count of the rows deleted or changed, by any connection: similar_outcomes keeps a
+    # user's latest calls in this process and reads only the rows added since, which is
+    # exact only while no row was taken away or rewritten (_Window)
+    "CREATE TABLE IF NOT EXISTS hermes_experience_rewrites (n INTEGER NOT NULL); "
+    "INSERT INTO hermes_experience_rewrites SELECT 0 "
+    "WHERE NOT EXISTS (SELECT 1 FROM hermes_experience_rewrites); "
+    "CREATE TRIGGER IF NOT EXISTS hermes_experience_deleted AFTER DELETE ON hermes_experience "
+    "BEGIN UPDATE hermes_experience_rewrites SET n = n + 1; END; "
+    "CREATE TRIGGER IF NOT EXISTS hermes_experience_updated AFTER UPDATE ON hermes_experience "
+    "BEGIN UPDATE hermes_experience_rewrites SET n = n + 1; END; "
+    # INSERT OR REPLACE deletes the row it replaces without a delete trigger (unless the
+    # writer turned recursive_triggers on); an insert of an id already there counts too
+    # (ours, ON CONFLICT DO NOTHING, change nothing then: a window read again for nothing)
+    "CREATE TRIGGER IF NOT EXISTS hermes_experience_replaced BEFORE INSERT ON "
+    "hermes_experience WHEN EXISTS (SELECT 1 FROM hermes_experience WHERE entry_id = "
+    "NEW.entry_id) BEGIN UPDATE hermes_experience_rewrites SET n = n + 1; END",
 ]
+WINDOW_ROWS = 500
+"""How many of a user's latest tool calls :meth:`SQLiteExperienceLog.similar_outcomes` ranks."""
+CACHED_ROWS = 20_000
+"""At most this many of those rows are kept in the process, over all users (the least
+recently ranked user's go first): ~8 MiB (~400 bytes a row with the demo's ids and
+requests, tracemalloc)."""
+_MARKS = ("SELECT n, (SELECT coalesce(max(rowid), 0) FROM hermes_experience), "
+          "(SELECT schema_version FROM pragma_schema_version) FROM hermes_experience_rewrites")
 _WINDOW = (f"kind = 'tool_call' AND at > ? AND at <= ? AND tool IS NOT NULL "
            f"AND coalesce(error_code, '') NOT IN ({', '.join('?' * len(NOT_CALLED))})")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
@@ -102,6 +126,9 @@ class SQLiteExperienceLog:
         self._writer: sqlite3.Connection | None = None  # a file's writes, in worker threads
         self._writing = threading.Lock()
         self._opening = threading.Lock()
+        # similar_outcomes' candidates by (user, domain, shared), least recently used first
+        self._windows: dict[tuple[str, str | None, bool], _Window] = {}
+        self._cached_rows = 0
 
     def _conn(self) -> sqlite3.Connection:
         if self._db is None:
@@ -144,10 +171,10 @@ class SQLiteExperienceLog:
     def _record_now(self, db: sqlite3.Connection, rows: list[tuple[Any, ...]]) -> int:
         try:
             db.execute("BEGIN")
-            before = db.total_changes
-            db.executemany(f"INSERT INTO hermes_experience ({_COLUMNS}) VALUES "
-                           f"({', '.join('?' * 17)}) ON CONFLICT (entry_id) DO NOTHING", rows)
-            new = db.total_changes - before
+            # the rows inserted (rowcount: the statements' own changes, not their triggers')
+            new = db.executemany(f"INSERT INTO hermes_experience ({_COLUMNS}) VALUES "
+                                 f"({', '.join('?' * 17)}) ON CONFLICT (entry_id) DO NOTHING",
+                                 rows).rowcount
             db.execute("COMMIT")
         except sqlite3.Error as exc:
             if db.in_transaction:
@@ -204,11 +231,11 @@ class SQLiteExperienceLog:
                                domain: str | None = None,
                                shared: bool = False) -> list[Experience]:
         conn = self._conn()
-        where, params = _in_domain(domain, shared)
-        candidates = conn.execute(
-            "SELECT entry_id, request FROM hermes_experience WHERE user_id = ? "
-            f"AND kind = 'tool_call'{where} ORDER BY at DESC LIMIT 500",
-            (user_id, *params)).fetchall()
+        try:
+            candidates = self._candidates(conn, user_id, domain, shared)
+        except sqlite3.Error as exc:
+            raise MemoryStoreError(f"{self.name}: read failed ({exc}); check the file "
+                                   "(memory.data_dir)") from exc
         best = top_requests(candidates, text, self.embedder, k)
         if not best:
             return []
@@ -219,6 +246,43 @@ class SQLiteExperienceLog:
             f"SELECT {_COLUMNS} FROM hermes_experience WHERE entry_id IN ({marks}) "
             f"AND +user_id = ?", (*(i for i, _ in best), user_id)).fetchall()}
         return [replace(_entry(rows[i]), score=s) for i, s in best if i in rows]
+
+    def _candidates(self, conn: sqlite3.Connection, user_id: str, domain: str | None,
+                    shared: bool) -> list[tuple[str, str]]:
+        """``(entry_id, request)`` of the user's latest :data:`WINDOW_ROWS` tool calls (in
+        ``domain``), newest first (ties on ``at``: the greater ``entry_id`` first).
+
+        Kept between calls (:class:`_Window`): a call reads the log's marks, then only the
+        rows added since the last one, by any connection or process. A row deleted,
+        changed or replaced anywhere (the ``hermes_experience_rewrites`` triggers) or a
+        schema change (``VACUUM`` may renumber rows) makes it read the whole window again,
+        as the first call does. Reading the 500 rows through the index cost ~0.4 ms a
+        PLANNING step."""
+        where, params = _in_domain(domain, shared)
+        key = (user_id, domain, shared)
+        window = self._windows.pop(key, None)  # put back last: the most recently used
+        if window is not None:
+            self._cached_rows -= len(window.rows)
+        rewrites, upto, schema = conn.execute(_MARKS).fetchone()
+        if window is None or (rewrites, schema) != window.marks or upto < window.upto:
+            rows = conn.execute(
+                "SELECT at, entry_id, request FROM hermes_experience WHERE user_id = ? "
+                f"AND kind = 'tool_call'{where} ORDER BY at DESC, entry_id DESC "
+                f"LIMIT {WINDOW_ROWS}", (user_id, *params)).fetchall()
+            window = _Window(rows, upto, (rewrites, schema))
+        elif upto > window.upto:
+            # by rowid (``+``: not through the user's index, which walks all their rows)
+            added = conn.execute(
+                "SELECT at, entry_id, request FROM hermes_experience WHERE rowid > ? "
+                f"AND +user_id = ? AND +kind = 'tool_call'{where}",
+                (window.upto, user_id, *params)).fetchall()
+            window = window.extended(added, upto)
+        self._windows[key] = window
+        self._cached_rows += len(window.rows)
+        while self._cached_rows > CACHED_ROWS and len(self._windows) > 1:
+            oldest = next(iter(self._windows))
+            self._cached_rows -= len(self._windows.pop(oldest).rows)
+        return window.pairs
 
     async def entries(self, user_id: str, limit: int = 1000) -> list[Experience]:
         rows = self._conn().execute(
@@ -269,10 +333,43 @@ class SQLiteExperienceLog:
         if self._db is not None:
             self._db.close()
             self._db = None
+        self._windows.clear()
+        self._cached_rows = 0
 
     def _close_writer(self, writer: sqlite3.Connection) -> None:
         with self._writing:  # after the write in progress
             writer.close()
+
+
+class _Window:
+    """One user's latest tool calls as :meth:`SQLiteExperienceLog.similar_outcomes` ranks
+    them: ``rows`` ``(at, entry_id, request)`` newest first, ``pairs`` their ``(entry_id,
+    request)``, read when the log's largest rowid was ``upto`` and its rewrite count and
+    schema version were ``marks``."""
+
+    __slots__ = ("marks", "pairs", "rows", "upto")
+
+    def __init__(self, rows: list[tuple[float, str, str]], upto: int,
+                 marks: tuple[int, int]) -> None:
+        self.rows = rows
+        self.pairs = [(entry_id, request) for _, entry_id, request in rows]
+        self.upto = upto
+        self.marks = marks
+
+    def extended(self, added: list[tuple[float, str, str]], upto: int) -> _Window:
+        """This window with rows ``added`` to the log since (any ``at``: merged in order).
+
+        Exact while no row was deleted or changed: the window is the newest of the
+        user's rows, so the newest of them and the added ones are the newest of all. A row
+        read twice (added while the window was being read) is kept once."""
+        if not added:
+            self.upto = upto
+            return self
+        fresh = {entry_id for _, entry_id, _ in added}
+        rows = [row for row in self.rows if row[1] not in fresh]
+        rows.extend(added)
+        rows.sort(reverse=True)  # at, then entry_id (unique): the query's ORDER BY
+        return _Window(rows[:WINDOW_ROWS], upto, self.marks)
 
 
 def _in_domain(domain: str | None, shared: bool) -> tuple[str, tuple[str, ...]]:

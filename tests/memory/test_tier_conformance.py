@@ -365,9 +365,10 @@ async def test_an_sqlite_log_of_the_previous_schema_gets_the_domain_column(tmp_p
 
     path = tmp_path / "experience.sqlite"
     db = sqlite3.connect(path)
-    for ddl in _MIGRATIONS[:-1]:
+    before = next(i for i, ddl in enumerate(_MIGRATIONS) if "ADD COLUMN domain" in ddl)
+    for ddl in _MIGRATIONS[:before]:
         db.executescript(ddl)
-    db.execute(f"PRAGMA user_version={len(_MIGRATIONS) - 1}")
+    db.execute(f"PRAGMA user_version={before}")
     db.execute("INSERT INTO hermes_experience (entry_id, kind, user_id, session_id, turn_id, "
                "at, ok, tool, request, arguments, duration_ms) VALUES ('old:1', 'tool_call', "
                "'u1', 's0', 'old', ?, 1, 'inventory_lookup', 'A1001 east', '{}', 1.0)",
