@@ -20,7 +20,11 @@ The peers ``default_off`` and ``default_on`` are engine_overhead's default turn 
 (the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE,
 a user of its own each round) with the conversation graph off and on, ``default_log`` the
 graph off with the session log kept (the library's default; the others keep none):
-sequential only, ``--default-turns`` a round (60). The children run with OpenBLAS on one
+sequential only, ``--default-turns`` a round (60). ``default_long`` is the graph-off turn
+of one user with a long history: 600 turns of their own first (each message made unique,
+as a real user's are), then the rounds, by the same user — what recall and the
+past-outcomes query cost once the experience log holds hundreds of the user's calls (not
+run unless named). The children run with OpenBLAS on one
 thread (``OPENBLAS_NUM_THREADS=1``): numpy's idle BLAS threads otherwise spin for a number
 of instructions that depends on the machine's load (±50,000 a default turn, seen here).
 
@@ -46,7 +50,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 MODES = ("sequential", "concurrent")
-PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on", "default_log")
+PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on", "default_log",
+         "default_long")
+LONG_HISTORY = 600
+"""Turns the ``default_long`` peer's user has taken before the rounds."""
 DEFAULT_PEERS = ("hermes", "hermes_nolog", "hand")
 CONCURRENT = 1000
 
@@ -58,6 +65,20 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
     import engine_overhead as eo
 
     eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
+    if peer == "default_long":
+        orchestrator = eo._default_orchestrator(False)
+
+        async def history() -> None:
+            said = eo.DIALOGUE
+            for i in range(LONG_HISTORY):
+                await orchestrator.run_turn(f"h-{i // 15}", f"{said[i % 6]} #{i}", "long")
+            for r in range(rounds):
+                for i in range(turns):
+                    await orchestrator.run_turn(f"r{r}-{i // 15}", f"{said[i % 6]} #{r}.{i}",
+                                                "long")
+
+        asyncio.run(history())
+        return
     if peer.startswith("default_"):
         orchestrator = eo._default_orchestrator(peer == "default_on",
                                                 log=peer == "default_log")
