@@ -365,10 +365,19 @@ class _Window:
         if not added:
             self.upto = upto
             return self
+        added.sort(reverse=True)  # at, then entry_id (unique): the query's ORDER BY
+        if not self.rows or added[-1] > self.rows[0]:  # all newer (a turn's): in front
+            grown = _Window.__new__(_Window)
+            keep = max(WINDOW_ROWS - len(added), 0)
+            grown.rows = (added + self.rows[:keep])[:WINDOW_ROWS]
+            grown.pairs = ([(entry_id, request) for _, entry_id, request in added]
+                           + self.pairs[:keep])[:WINDOW_ROWS]
+            grown.upto, grown.marks = upto, self.marks
+            return grown
         fresh = {entry_id for _, entry_id, _ in added}
         rows = [row for row in self.rows if row[1] not in fresh]
         rows.extend(added)
-        rows.sort(reverse=True)  # at, then entry_id (unique): the query's ORDER BY
+        rows.sort(reverse=True)
         return _Window(rows[:WINDOW_ROWS], upto, self.marks)
 
 
