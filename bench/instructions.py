@@ -26,7 +26,8 @@ as a real user's are), then the rounds, by the same user — what recall and the
 past-outcomes query cost once the experience log holds hundreds of the user's calls (not
 run unless named). The children run with OpenBLAS on one
 thread (``OPENBLAS_NUM_THREADS=1``): numpy's idle BLAS threads otherwise spin for a number
-of instructions that depends on the machine's load (±50,000 a default turn, seen here).
+of instructions that depends on the machine's load (±50,000 a default turn, seen here);
+and with ``PYTHONHASHSEED=0``, so that every run lays out its dicts and sets alike.
 
 ``--compare DIR`` runs the hermes-fsm peers a second time from another checkout (its
 ``hermes_fsm`` first on the path: ``git worktree add --detach /tmp/base <commit>``), for
@@ -120,7 +121,10 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
 
 def counted(peer: str, mode: str, rounds: int, turns: int, path: str | None) -> int:
     """Instructions of a child run under callgrind."""
-    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")  # no idle BLAS thread spinning
+    # no idle BLAS thread spinning; one string hash seed, so dicts and sets of strings
+    # are laid out alike in every run (default_long read 7,599,054 and 8,062,861 in two
+    # runs of the same code with the seed left random)
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", PYTHONHASHSEED="0")
     if path is not None:
         env["PYTHONPATH"] = path + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
