@@ -349,10 +349,11 @@ class _Window:
 
     __slots__ = ("marks", "pairs", "rows", "upto")
 
-    def __init__(self, rows: list[tuple[float, str, str]], upto: int,
-                 marks: tuple[int, int]) -> None:
+    def __init__(self, rows: list[tuple[float, str, str]], upto: int, marks: tuple[int, int],
+                 pairs: list[tuple[str, str]] | None = None) -> None:
         self.rows = rows
-        self.pairs = [(entry_id, request) for _, entry_id, request in rows]
+        self.pairs = [(entry_id, request) for _, entry_id, request in rows] \
+            if pairs is None else pairs
         self.upto = upto
         self.marks = marks
 
@@ -367,13 +368,10 @@ class _Window:
             return self
         added.sort(reverse=True)  # at, then entry_id (unique): the query's ORDER BY
         if not self.rows or added[-1] > self.rows[0]:  # all newer (a turn's): in front
-            grown = _Window.__new__(_Window)
             keep = max(WINDOW_ROWS - len(added), 0)
-            grown.rows = (added + self.rows[:keep])[:WINDOW_ROWS]
-            grown.pairs = ([(entry_id, request) for _, entry_id, request in added]
-                           + self.pairs[:keep])[:WINDOW_ROWS]
-            grown.upto, grown.marks = upto, self.marks
-            return grown
+            pairs = [(entry_id, request) for _, entry_id, request in added] + self.pairs[:keep]
+            return _Window((added + self.rows[:keep])[:WINDOW_ROWS], upto, self.marks,
+                           pairs[:WINDOW_ROWS])
         fresh = {entry_id for _, entry_id, _ in added}
         rows = [row for row in self.rows if row[1] not in fresh]
         rows.extend(added)

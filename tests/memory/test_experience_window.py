@@ -156,3 +156,25 @@ def test_a_row_read_twice_is_kept_once_in_its_place():
     assert grown.pairs == [("c", "r3"), ("x", "rx"), ("b", "r2"), ("a", "r1")]
     assert (grown.upto, grown.marks) == (5, (0, 1))
     assert window.extended([], upto=6) is window and window.upto == 6
+
+
+async def test_a_log_that_cannot_be_read_says_so_as_a_memory_error(tmp_path):
+    """A file whose marks cannot be read (here: the rewrite count's table dropped by
+    another hand) is a MemoryStoreError naming the file, not a bare sqlite3 error: the
+    turn goes on without memory (memory_handlers catches it)."""
+    from hermes_fsm.errors import MemoryStoreError
+
+    path = tmp_path / "experience.sqlite"
+    log = SQLiteExperienceLog(path, HashingEmbedder(64))
+    try:
+        await log.record([entry(1, "u1", 1, None)])
+        other = sqlite3.connect(path, isolation_level=None)
+        other.execute("DROP TRIGGER hermes_experience_deleted")
+        other.execute("DROP TRIGGER hermes_experience_updated")
+        other.execute("DROP TRIGGER hermes_experience_replaced")
+        other.execute("DROP TABLE hermes_experience_rewrites")
+        other.close()
+        with pytest.raises(MemoryStoreError, match=r"read failed .*memory\.data_dir"):
+            await log.similar_outcomes("u1", "stock of A1001", 3)
+    finally:
+        await log.close()
