@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import os
 import pwd
+import signal
 import subprocess
 import time
 
@@ -115,6 +116,40 @@ async def test_a_tool_sees_a_scrubbed_environment_and_its_own_directory(pool, mo
     assert seen["cwd"] == seen["home"] and seen["cwd"] != os.getcwd()
     assert seen["files"] == []
     assert not os.path.exists(seen["cwd"])  # removed with its child
+
+
+async def test_a_closed_pool_has_read_every_child_pipe_to_its_end():
+    """aclose kills a child and reads its stdout to the end, even where a process that left
+    the group holds the pipe a moment longer; else the transport is closed by its __del__
+    after the event loop (a warning at teardown, seen in CI)."""
+    one = SandboxPool(TARGET, size=1)
+    try:
+        outcome = await one.run("linger", {"seconds": 0.3}, budget_s=10)
+        processes = [c.process for c in one._children]
+    finally:
+        await one.aclose()
+    assert outcome.ok and processes
+    assert all(p.stdout is not None and p.stdout.at_eof() for p in processes)
+
+
+async def test_a_pipe_held_open_does_not_hold_up_aclose():
+    one = SandboxPool(TARGET, size=1)
+    outcome = None
+    processes = []
+    try:
+        outcome = await one.run("linger", {"seconds": 60}, budget_s=10)
+        processes = [c.process for c in one._children]
+        assert outcome.ok
+        t0 = time.monotonic()
+        await one.aclose()
+        assert time.monotonic() - t0 < 10  # read for its end ~1 s, not the 60 s held
+    finally:
+        await one.aclose()
+        if outcome is not None and outcome.ok:
+            os.kill(outcome.output["pid"], signal.SIGKILL)
+        for process in processes:  # its end, now that nothing holds it: closed in this loop
+            assert process.stdout is not None
+            await asyncio.wait_for(process.stdout.read(), 10)
 
 
 async def test_a_tool_that_raises_is_an_error_and_the_child_serves_on(pool):

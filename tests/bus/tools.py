@@ -87,6 +87,16 @@ def build_registry() -> ToolRegistry:
         return {"forked": made}
 
 
+    @registry.tool(description="Leave a process in a session of its own, holding stdout.",
+                   timeout_s=5.0)
+    def linger(seconds: float) -> dict[str, Any]:
+        pid = os.fork()
+        if pid == 0:
+            os.setsid()  # out of the child's process group: the group kill misses it
+            time.sleep(seconds)
+            os._exit(0)
+        return {"pid": pid}
+
     @registry.tool(description="What the process sees.", timeout_s=5.0)
     def probe() -> dict[str, Any]:
         return {"cwd": os.getcwd(), "env": sorted(os.environ), "pid": os.getpid(),

@@ -38,6 +38,8 @@ __all__ = ["InlineRunner", "SandboxLimits", "SandboxOutcome", "SandboxPool"]
 
 _CHILD = "import sys; from hermes_fsm.tools.bus.child import main; sys.exit(main(sys.argv[1:]))"
 _READ_LIMIT = 64 * 1024 * 1024  # an answer's line; the executor bounds outputs further
+_READ_CHUNK = 64 * 1024
+_DRAIN_S = 1.0  # how long a killed child's stdout is read for its end
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +166,17 @@ class SandboxPool:
         except ProcessLookupError:
             pass
         await process.wait()
+        # wait() returns at the exit; the stdout pipe may still be open (not yet read to
+        # its end, or held by a process that left the group). Read it to its end, briefly,
+        # so that the transport closes now and not after its event loop has (a warning from
+        # BaseSubprocessTransport.__del__ at interpreter or test teardown).
+        if process.stdout is not None:
+            try:
+                async with asyncio.timeout(_DRAIN_S):
+                    while await process.stdout.read(_READ_CHUNK):
+                        pass
+            except (TimeoutError, OSError, ValueError):
+                pass  # held open past the wait: the transport closes when it ends
         self._children.discard(child)
         shutil.rmtree(child.workdir, ignore_errors=True)
 
