@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import Annotated, Any
 
 import pytest
-from pydantic import AfterValidator, BaseModel, ConfigDict, computed_field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, computed_field, model_validator
 from pydantic_core import to_json
 
 from hermes_fsm.contracts.base import Contract
@@ -247,7 +247,22 @@ class ConstantsConfig(Contract):
     data: dict[str, Any]
 
 
+class BoundedScore(Contract):  # floats a Contract validates: finite, and frozen after
+    contract_name, contract_version = "bounded_score", "1.0.0"
+    text: str
+    score: float = Field(ge=0, le=1)
+    spread: float | None = None
+
+
+class NanAllowedField(Contract):
+    contract_name, contract_version = "nan_allowed", "1.0.0"
+    text: str
+    score: float = Field(allow_inf_nan=True)
+
+
 _OUTPUTS: dict[str, dict[str, Any]] = {
+    "bounded_score": {"text": "t", "score": 0.5, "spread": 1e300},
+    "nan_allowed": {"text": "t", "score": float("nan")},
     "loose": {"text": "t", "data": {"x": float("nan")}, "items": [float("inf")]},
     "float_by_validator": {"text": "t", "score": 0.5},
     "computed_float": {"text": "t"},
@@ -262,7 +277,8 @@ async def shaped(ctx: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("contract", "finite"), [
     (Loose, True), (FloatSetByValidator, False), (ComputedFloat, False),
-    (NestedFloat, False), (ConstantsConfig, False)], ids=lambda c: getattr(c, "__name__", c))
+    (NestedFloat, False), (ConstantsConfig, False), (BoundedScore, True),
+    (NanAllowedField, False)], ids=lambda c: getattr(c, "__name__", c))
 @pytest.mark.parametrize("sinks", [False, True], ids=["no sink", "a sink"])
 async def test_an_output_is_left_unchecked_only_when_its_dump_cannot_hold_nan(
         contract: type[Contract], finite: bool, sinks: bool) -> None:
@@ -292,3 +308,73 @@ async def test_an_output_is_left_unchecked_only_when_its_dump_cannot_hold_nan(
     assert events.to_json() == to_json(events.data, serialize_unknown=True)
     if not finite:  # a non-finite float that reached the dump is in the log as pydantic wrote it
         assert b"NaN" in events.to_json()
+
+
+class _FrozenStrict(BaseModel):
+    model_config = ConfigDict(frozen=True, allow_inf_nan=False)
+    score: float
+
+
+class _MutableStrict(BaseModel):  # refuses NaN, but a hook may set one after validation
+    model_config = ConfigDict(allow_inf_nan=False)
+    score: float
+
+
+class _FloatList(Contract):  # a list stays mutable inside a frozen model
+    contract_name, contract_version = "float_list", "1.0.0"
+    scores: list[float]
+
+
+class _FloatDict(Contract):
+    contract_name, contract_version = "float_dict", "1.0.0"
+    scores: dict[str, float]
+
+
+class _NestedFrozen(Contract):
+    contract_name, contract_version = "nested_frozen", "1.0.0"
+    inner: _FrozenStrict
+    maybe: _FrozenStrict | None = None
+
+
+class _NestedMutable(Contract):
+    contract_name, contract_version = "nested_mutable", "1.0.0"
+    inner: _MutableStrict
+
+
+class _ModelValidated(Contract):  # an after validator may hand back anything
+    contract_name, contract_version = "model_validated", "1.0.0"
+    score: float
+
+    @model_validator(mode="after")
+    def _same(self) -> _ModelValidated:
+        return self
+
+
+class _ValidatedNoFloat(Contract):  # a validator, but no float for it to make NaN
+    contract_name, contract_version = "validated_no_float", "1.0.0"
+    text: str
+
+    @model_validator(mode="after")
+    def _same(self) -> _ValidatedNoFloat:
+        return self
+
+
+class _InitSets(Contract):
+    contract_name, contract_version = "init_sets", "1.0.0"
+    score: float
+
+    def model_post_init(self, context: Any) -> None:
+        object.__setattr__(self, "score", float("nan"))
+
+
+@pytest.mark.parametrize(("contract", "finite"), [
+    (_FloatList, False), (_FloatDict, False), (_NestedFrozen, True), (_NestedMutable, False),
+    (_ModelValidated, False), (_ValidatedNoFloat, True), (_InitSets, False)],
+    ids=lambda c: getattr(c, "__name__", c))
+def test_a_float_counts_as_finite_only_where_nothing_can_change_it_after_validation(
+        contract: type[Contract], finite: bool) -> None:
+    from hermes_fsm.engine.orchestrator import _finite_dump
+
+    assert _finite_dump(contract) is finite
+    if contract is _InitSets:  # why: validated, then set to NaN, and written as a float
+        assert b"NaN" in to_json(_InitSets(score=0.5).model_dump(mode="json"))

@@ -26,7 +26,7 @@ from hermes_fsm.events.model import (
     StateExited,
     event_data,
 )
-from hermes_fsm.events.rows import ENTERED, ROW_KINDS, row_data, stamp_time
+from hermes_fsm.events.rows import ENTERED, OUTPUT_JSON, ROW_KINDS, row_data, stamp_time
 from hermes_fsm.graph.loader import parse_graph
 from hermes_fsm.sources import FixedClock, SequentialIds
 from hermes_fsm.testing import ScriptedBrain
@@ -294,7 +294,11 @@ async def test_rows_json_reads_back_the_rows_field_dicts(writer: str,
     from hermes_fsm.events import rows as rows_module
 
     if writer == "pydantic":  # hermes-fsm without its [fast] extra
+        from hermes_fsm.engine import turn as turn_module
+
         monkeypatch.setattr(rows_module, "_orjson", None)
+        monkeypatch.setattr(rows_module, "OUTPUT_JSON", None)
+        monkeypatch.setattr(turn_module, "OUTPUT_JSON", None)
     for clock in (None, FixedClock()):
         result = await orchestrator(two_states(), clock=clock).run_turn("s1", "hi")
         events = result.events
@@ -303,6 +307,23 @@ async def test_rows_json_reads_back_the_rows_field_dicts(writer: str,
         assert rows is not None
         back = rows_module.rows_data(rows_module.rows_json(rows))
         assert [to_json(d) for d in back] == [to_json(d) for d in events.data]
+
+
+@pytest.mark.skipif(OUTPUT_JSON is None, reason="orjson (hermes-fsm[fast]) is not "
+                    "installed: rows keep an output's JSON as bytes, no fragment")
+def test_rows_orjson_gives_up_on_write_their_output_json_through_pydantic() -> None:
+    from hermes_fsm.events import rows as rows_module
+
+    output = rows_module.OUTPUT_JSON(b'{"x":[1,2.5]}')  # what a row of a finite dump holds
+    rows = [(rows_module.OUTPUT, "s", "t", 1, 1_700_000_000_000_000_000, "A", 1, "c@1.0.0",
+             output, None),
+            (rows_module.EXITED, "s", "t", 2, 1_700_000_000_000_000_000, "A", "done", "B",
+             2**70)]  # an int beyond 64 bits: orjson gives up on the batch, pydantic writes it
+    blob = rows_module.rows_json(rows)
+    assert b'"{\\"x\\":[1,2.5]}"' in blob  # the output's JSON, as a string
+    back = rows_module.rows_data(blob)
+    assert back[0]["output"] == {"x": [1, 2.5]} and back[1]["duration_ms"] == 2**70
+    assert [to_json(d) for d in back] == [to_json(row_data(r)) for r in rows]
 
 
 @pytest.mark.parametrize("clock", [None, FixedClock()], ids=["system clock", "fixed clock"])

@@ -695,27 +695,76 @@ def _finite_dump(contract: type[BaseModel]) -> bool:
     In JSON mode pydantic writes a non-finite float as ``None`` (``ser_json_inf_nan``
     "null", the default; the model's own setting governs its nested values) wherever it
     infers the type (``Any``, ``dict``, ``list``, a model or function serializer's return
-    value), but keeps it where a ``float`` serializer writes it (a float field a validator
-    set to NaN, a computed field). So: the default setting, and no ``float`` anywhere in
-    the model's core schema (``__pydantic_core_schema__``, documented on every model;
-    nested models and computed fields included). ``False`` whenever in doubt.
+    value), but keeps it where a ``float`` serializer writes it. So: the default setting,
+    and every ``float`` in the model's core schema (``__pydantic_core_schema__``,
+    documented on every model; nested models and computed fields included) one that
+    validation keeps finite and nothing changes afterwards: a field of a model that is
+    frozen (or validates assignments) and refuses NaN and ±Infinity (``allow_inf_nan``
+    off: :class:`~hermes_fsm.contracts.base.Contract`'s default), given straight by the
+    field (not by a validator function, not inside a list or dict, which stay mutable),
+    in a schema with no validator function anywhere (an ``after`` validator may return
+    anything). ``False`` whenever in doubt.
     """
     if contract.model_config.get("ser_json_inf_nan", "null") != "null":
         return False
-    nodes: list[Any] = [contract.__pydantic_core_schema__]
-    seen: set[int] = set()
+    floats = functions = False
+    nodes: list[tuple[Any, str | None]] = [(contract.__pydantic_core_schema__, None)]
+    seen: set[tuple[int, str | None]] = set()
     while nodes:
-        node = nodes.pop()
-        if id(node) in seen:
+        node, where = nodes.pop()
+        if (id(node), where) in seen:
             continue
-        seen.add(id(node))
-        if isinstance(node, dict):
-            if node.get("type") == "float":
+        seen.add((id(node), where))
+        if isinstance(node, list | tuple):
+            nodes.extend((item, where) for item in node)
+            continue
+        if not isinstance(node, dict):
+            continue
+        kind = node.get("type")
+        if kind == "float":
+            if where != "field" or node.get("allow_inf_nan", False) is not False:
                 return False
-            nodes.extend(node.values())
-        elif isinstance(node, list | tuple):
-            nodes.extend(node)
-    return True
+            floats = True
+        elif isinstance(kind, str) and kind.startswith("function-") and where != "serializer":
+            functions = True
+        for key, value in node.items():
+            nodes.append((value, _schema_place(node, kind, key, where)))
+    return not (floats and functions)
+
+
+def _schema_place(node: dict[str, Any], kind: Any, key: str, where: str | None
+                  ) -> str | None:
+    """Where a child of a core-schema node is, for :func:`_finite_dump`: ``"model"`` (the
+    fields of a model that keeps floats finite), ``"fields"`` / ``"field"`` (its fields,
+    one field's schema), ``"serializer"`` (how a value is written), else ``None``."""
+    if key == "serialization" or where == "serializer":
+        return "serializer"
+    if kind == "model":
+        return "model" if key == "schema" and _keeps_floats(node) else None
+    if kind == "model-fields":
+        return "fields" if key == "fields" and where == "model" else None
+    if where == "fields" and kind is None:
+        return "field_def"  # the fields dict: each value a model-field
+    if kind == "model-field":
+        return "field" if key == "schema" and where == "field_def" else None
+    if kind in ("default", "nullable") and key == "schema" and where == "field":
+        return "field"
+    return None
+
+
+def _keeps_floats(node: dict[str, Any]) -> bool:
+    """Whether a ``model`` core-schema node's float fields stay as validated: its config
+    refuses NaN and ±Infinity, its class is frozen or validates assignments, and no
+    ``__init__`` or ``model_post_init`` of its own may set them."""
+    cls = node.get("cls")
+    config = node.get("config") or {}
+    if config.get("allow_inf_nan") is not False or node.get("custom_init") or \
+            node.get("post_init") or node.get("root_model"):
+        return False
+    if not (isinstance(cls, type) and issubclass(cls, BaseModel)):
+        return False
+    settings = cls.model_config
+    return bool(settings.get("frozen") or settings.get("validate_assignment"))
 
 
 _BASE_LOOP_TIME = asyncio.BaseEventLoop.time

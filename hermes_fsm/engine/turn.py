@@ -34,7 +34,7 @@ from hermes_fsm.events.model import (
     event_data,
     make_event,
 )
-from hermes_fsm.events.rows import ENTERED, EXITED, FINISHED, OUTPUT, STARTED
+from hermes_fsm.events.rows import ENTERED, EXITED, FINISHED, OUTPUT, OUTPUT_JSON, STARTED
 from hermes_fsm.events.sinks import EventSink, sink_plan
 from hermes_fsm.graph.model import StateSpec
 from hermes_fsm.sources import Clock, SystemClock
@@ -391,8 +391,10 @@ class TurnContext:
         if dump is not None:
             to_python, to_json, finite_dump = dump
             if (raw is None or type(raw) is str) and not (self._sinks.current or self._mixed):
-                if finite_dump:  # its schema holds no float: its JSON is the same data
+                if finite_dump:  # no NaN or ±Infinity: its JSON is the same data
                     dumped = to_json(output)
+                    if OUTPUT_JSON is not None:
+                        dumped = OUTPUT_JSON(dumped)
                 else:  # its data, checked for NaN if and when the batch is written
                     dumped = to_python(output, mode="json")
                     self._unchecked(dumped)

@@ -20,11 +20,13 @@ Two values are kept in a cheaper form than the field dict's:
   ``datetime.now(UTC)``'s cost); :func:`stamp_time` turns it into the same aware UTC
   datetime ``datetime.now(UTC)`` would have given at that instant (microseconds, rounded
   down). An injected clock's datetime is kept as it is.
-* ``state_output``'s ``output``: its JSON (bytes), written by the contract's pydantic
+* ``state_output``'s ``output``: its JSON, written by the contract's pydantic
   serializer, when the contract's dump can hold no NaN or ±Infinity float (JSON has no
-  such number); the field dict holds it parsed back (``pydantic_core.from_json``), the
-  same data ``model_dump(mode="json")`` gives. Any other contract's row holds that data
-  itself, and the batch's writer checks it for NaN as it checks a field dict's.
+  such number): in an ``orjson.Fragment`` where orjson is installed (written into the
+  batch's JSON as it is, no Python call per output), else as bytes; the field dict holds
+  it parsed back (``pydantic_core.from_json``), the same data ``model_dump(mode="json")``
+  gives. Any other contract's row holds that data itself, and the batch's writer checks
+  it for NaN as it checks a field dict's.
 
 Row layouts: position 0 is the kind's code (:data:`STARTED` … :data:`FINISHED`), then
 ``session_id``, ``turn_id``, ``seq``, ``at``, then the kind's own fields in the model's
@@ -46,6 +48,7 @@ __all__ = [
     "EXITED",
     "FINISHED",
     "OUTPUT",
+    "OUTPUT_JSON",
     "ROW_KINDS",
     "STARTED",
     "Row",
@@ -65,8 +68,11 @@ ENTERED = 1
 EXITED = 2
 """``state_exited``: ``state``, ``trigger``, ``dest``, ``duration_ms``."""
 OUTPUT = 3
-"""``state_output``: ``state``, ``attempt``, ``contract``, ``output`` (its JSON, bytes; or
-its data), ``raw`` (str or ``None``)."""
+"""``state_output``: ``state``, ``attempt``, ``contract``, ``output`` (its JSON: an
+``orjson.Fragment`` or bytes; or its data), ``raw`` (str or ``None``)."""
+
+OUTPUT_JSON: Callable[[bytes], Any] | None = None if _orjson is None else _orjson.Fragment
+"""How a row keeps an output's JSON where orjson is installed (``None``: as the bytes)."""
 FINISHED = 4
 """``turn_finished``: ``status``, ``answer``, ``duration_ms``, then the ``path``'s state
 names, one a position (a list in the field dict)."""
@@ -116,6 +122,7 @@ def _output_written(row: Sequence[Any]) -> dict[str, Any]:
     return {"session_id": row[1], "turn_id": row[2], "seq": row[3], "at": stamp_time(row[4]),
             "kind": "state_output", "state": row[5], "attempt": row[6], "contract": row[7],
             "output": _orjson.Fragment(output) if type(output) is bytes else output,
+            # (a Fragment, or the output's data, stays as it is)
             "raw": row[9]}
 
 
@@ -145,13 +152,15 @@ def row_data(row: Sequence[Any], *, written: bool = False) -> dict[str, Any]:
 def rows_json(rows: Sequence[Row]) -> bytes:
     """``rows`` as one compact JSON array of arrays: what a session's log keeps of a turn
     made only of rows (no field names, no dict made). An output's JSON is embedded as it
-    is (``orjson.Fragment``); without orjson (``hermes-fsm[fast]``) pydantic writes it as
-    a string. :func:`rows_data` reads either back."""
+    is (``orjson.Fragment``); without orjson (``hermes-fsm[fast]``), or where orjson
+    gives up on a value, pydantic writes it as a string. :func:`rows_data` reads either
+    back."""
     if _orjson is not None:
         try:
             return _orjson.dumps(rows, default=_fragment, option=_orjson.OPT_UTC_Z)
         except TypeError:  # a value orjson does not write as pydantic does
             pass
+        return to_json(rows, fallback=_fragment_text)
     return to_json(rows, serialize_unknown=True)
 
 
@@ -167,9 +176,21 @@ def _fragment(value: Any) -> Any:
     raise TypeError(type(value).__name__)
 
 
+def _fragment_text(value: Any) -> Any:
+    """pydantic's fallback for a row's values: an output's JSON as a string (as it writes
+    bytes), anything else as ``serialize_unknown`` does."""
+    if type(value) is _orjson.Fragment:
+        return _orjson.dumps(value).decode()  # orjson writes a fragment as it holds it
+    return str(value)
+
+
 def _parsed(output: Any) -> Any:
-    """An output as its row holds it (its JSON: bytes, or a string where pydantic wrote
-    the rows; or its data) or as read back from embedded JSON, as data."""
-    if type(output) is bytes or type(output) is str:
+    """An output as its row holds it (its JSON: an ``orjson.Fragment``, bytes, or a string
+    where pydantic wrote the rows; or its data) or as read back from embedded JSON, as
+    data."""
+    kind = type(output)
+    if kind is bytes or kind is str:
         return from_json(output)
+    if OUTPUT_JSON is not None and kind is OUTPUT_JSON:
+        return from_json(_orjson.dumps(output))  # orjson writes a fragment as it holds it
     return output
