@@ -199,8 +199,9 @@ def test_an_event_of_a_class_its_kind_does_not_name_is_read_back_as_that_class()
 
 # --- outputs the engine knows to be finite ----------------------------------------------
 # A contract's JSON-mode dump writes a non-finite float as None wherever pydantic infers the
-# type; a ``float`` serializer keeps it. The engine skips the check only for contracts with
-# no ``float`` in their schema (and the default ``ser_json_inf_nan``).
+# type; a ``float`` serializer keeps it. The engine skips the check only for contracts whose
+# every ``float`` validation keeps finite and nothing changes after it (a frozen model's own
+# field, ``allow_inf_nan`` off, no validator function), with the default ``ser_json_inf_nan``.
 
 
 def _nan() -> float:
