@@ -314,7 +314,9 @@ async def test_rows_json_reads_back_the_rows_field_dicts(writer: str,
 def test_rows_orjson_gives_up_on_write_their_output_json_through_pydantic() -> None:
     from hermes_fsm.events import rows as rows_module
 
-    output = rows_module.OUTPUT_JSON(b'{"x":[1,2.5]}')  # what a row of a finite dump holds
+    fragment = rows_module.OUTPUT_JSON
+    assert fragment is not None
+    output = fragment(b'{"x":[1,2.5]}')  # what a row of a finite dump holds
     rows = [(rows_module.OUTPUT, "s", "t", 1, 1_700_000_000_000_000_000, "A", 1, "c@1.0.0",
              output, None),
             (rows_module.EXITED, "s", "t", 2, 1_700_000_000_000_000_000, "A", "done", "B",

@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["FACT_PLACEHOLDER", "figures", "numbers_in", "states_figure"]
+__all__ = ["FACT_PLACEHOLDER", "FactFigures", "figures", "numbers_in", "states_figure"]
 
 FACT_PLACEHOLDER = re.compile(r"\{(f[0-9]+)(?:\.([A-Za-z0-9_]+))?\}")
 """A placeholder for a fact's value, as a model-backed brain has an answer write it
@@ -63,6 +63,41 @@ def figures(content: Any) -> list[str]:
 
     walk(content)
     return found
+
+
+class FactFigures(Mapping[Any, list[str]]):
+    """Each fact's :func:`figures` by its ``id`` (the last fact of an id wins, as in a
+    dict built from them), each worked out when first read: an answer cites a few of a
+    turn's facts, and most turns read none before the next facts replace them.
+
+    >>> class Fact:
+    ...     def __init__(self, id, content): self.id, self.content = id, content
+    >>> found = FactFigures([Fact("f1", {"quantity": 342}), Fact("f2", "none")])
+    >>> found["f1"], found.get("f2"), found.get("f9"), len(found), dict(found)
+    (['342'], [], None, 2, {'f1': ['342'], 'f2': []})
+    """
+
+    __slots__ = ("_facts", "_found")
+
+    def __init__(self, facts: Iterable[Any]) -> None:
+        self._facts = {getattr(f, "id", None): f for f in facts}
+        self._found: dict[Any, list[str]] = {}
+
+    def __getitem__(self, fact_id: Any) -> list[str]:
+        found = self._found.get(fact_id)
+        if found is None:
+            fact = self._facts[fact_id]  # KeyError: no fact of that id
+            found = self._found[fact_id] = figures(getattr(fact, "content", None))
+        return found
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+    def __repr__(self) -> str:
+        return f"FactFigures({dict(self)!r})"
 
 
 def numbers_in(text: str) -> list[str]:

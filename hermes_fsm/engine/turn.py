@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from hermes_fsm.brain.protocol import Brain, Repair
 from hermes_fsm.contracts.base import Contract
-from hermes_fsm.contracts.grounding import figures
+from hermes_fsm.contracts.grounding import FactFigures
 from hermes_fsm.conversation.graph import Conversation, ConversationPolicy
 from hermes_fsm.engine.session import Session
 from hermes_fsm.events.model import (
@@ -424,7 +424,9 @@ class TurnContext:
         ``tool_catalog``: the tools (the Plan contract checks calls against it);
         ``fact_ids``: the ids of the facts established so far this turn (any output with a
         ``facts`` list of items with an ``id`` establishes facts); ``fact_figures``: each
-        fact's numbers (the Response contract: an answer citing it states one);
+        fact's numbers, a :class:`~hermes_fsm.contracts.grounding.FactFigures` mapping
+        that works them out when read (the Response contract: an answer citing it states
+        one);
         ``conversation``: the session's conversation graph (``None`` before it has one).
         """
         return self._context
@@ -455,9 +457,8 @@ class TurnContext:
             self._answer = output.text
         if facts:
             self._context["fact_ids"] = {getattr(f, "id", None) for f in output.facts}
-            self._context["fact_figures"] = {  # an answer citing one states a figure of it
-                getattr(f, "id", None): figures(getattr(f, "content", None))
-                for f in output.facts}
+            # an answer citing one states a figure of it (worked out when it is read)
+            self._context["fact_figures"] = FactFigures(output.facts)
 
     def answer(self) -> str | None:
         """The ``text`` of the latest output that has one (the default graph: RESPONSE)."""
