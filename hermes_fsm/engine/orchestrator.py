@@ -478,12 +478,13 @@ class Orchestrator:
             try:
                 initial, states, run_state = graph.initial, graph.states, self._run_state
                 context = turn.validation_context()  # one dict for the whole turn
+                post_step = hooks.post_step
                 while session.state != initial:
                     if clock() >= deadline:
                         raise _BudgetExceeded
                     await run_state(states[session.state], session, turn, deadline, clock,
                                     context)
-                    if hooks.post_step and session.state != initial:
+                    if post_step and session.state != initial:
                         await _post_step(hooks, session, turn)  # the step, before the next
             except _BudgetExceeded:
                 status = "partial"
@@ -536,24 +537,25 @@ class Orchestrator:
         reason: Literal["violation", "timeout", "error"]
         try:
             handler, ref, fast, model, dump, settles = self._plan[spec.name]
-            timeout_s = spec.timeout_s
             raw = handler(turn)
-            if type(raw) is types.CoroutineType and settles:
-                raw = await raw  # it cannot suspend: no time limit to arm, nothing to step
-            elif type(raw) is types.CoroutineType:  # stepped eagerly, as `within` does
-                try:
-                    yielded = raw.send(None)
-                except StopIteration as done:
-                    raw = done.value
-                else:  # its time limit starts now, as within's does (most never suspend)
-                    raw = await resume_within(raw, yielded,
-                                              _limit(timeout_s, deadline, clock))
+            if type(raw) is _COROUTINE:
+                if settles:  # it cannot suspend: no time limit to arm, nothing to step
+                    raw = await raw
+                else:  # stepped eagerly, as `within` does
+                    try:
+                        yielded = raw.send(None)
+                    except StopIteration as done:
+                        raw = done.value
+                    else:  # its time limit starts now, as within's does (most never suspend)
+                        raw = await resume_within(raw, yielded,
+                                                  _limit(spec.timeout_s, deadline, clock))
             elif inspect.isawaitable(raw):
-                raw = await within(raw, _limit(timeout_s, deadline, clock))
+                raw = await within(raw, _limit(spec.timeout_s, deadline, clock))
             if fast is not None and type(raw) is dict:
                 # what Contract.validate_output does with a dict, without its type checks
                 try:
                     output = fast(raw, context=context)
+                    raw = None  # a dict: the event keeps no raw text
                 except ValidationError as exc:
                     output = self._refuse(spec, raw, turn, exc)
             else:
@@ -561,9 +563,10 @@ class Orchestrator:
             if output is not _REFUSED:
                 turn.accept(output)
                 if spec.on_output is not None:
-                    await self._call(spec.on_output, _limit(timeout_s, deadline, clock),
+                    await self._call(spec.on_output, _limit(spec.timeout_s, deadline, clock),
                                      turn, output)
-                raw = raw if type(raw) is str or isinstance(raw, str) else None
+                if raw is not None and type(raw) is not str and not isinstance(raw, str):
+                    raw = None  # the event keeps raw text only
                 if type(output) is model:
                     turn.emit_output(spec.name, ref, output, raw, dump)
                 else:
@@ -792,6 +795,8 @@ _BASE_LOOP_TIME = asyncio.BaseEventLoop.time
 
 _REFUSED = object()
 """What _validate returns for an output that broke its contract."""
+
+_COROUTINE = types.CoroutineType
 
 
 class _BudgetExceeded(Exception):
