@@ -118,12 +118,9 @@ def _output(row: Sequence[Any]) -> dict[str, Any]:
 
 
 def _output_written(row: Sequence[Any]) -> dict[str, Any]:
-    output = row[8]
     return {"session_id": row[1], "turn_id": row[2], "seq": row[3], "at": stamp_time(row[4]),
             "kind": "state_output", "state": row[5], "attempt": row[6], "contract": row[7],
-            "output": _orjson.Fragment(output) if type(output) is bytes else output,
-            # (a Fragment, or the output's data, stays as it is)
-            "raw": row[9]}
+            "output": row[8], "raw": row[9]}  # a Fragment, or the output's data, as it is
 
 
 def _finished(row: Sequence[Any]) -> dict[str, Any]:
@@ -157,7 +154,7 @@ def rows_json(rows: Sequence[Row]) -> bytes:
     back."""
     if _orjson is not None:
         try:
-            return _orjson.dumps(rows, default=_fragment, option=_orjson.OPT_UTC_Z)
+            return _orjson.dumps(rows, option=_orjson.OPT_UTC_Z)
         except TypeError:  # a value orjson does not write as pydantic does
             pass
         return to_json(rows, fallback=_fragment_text)
@@ -168,12 +165,6 @@ def rows_data(blob: bytes) -> list[dict[str, Any]]:
     """The field dicts of the rows :func:`rows_json` wrote (an injected clock's ``at``
     comes back as the string its JSON holds, which writes the same JSON again)."""
     return [row_data(row) for row in from_json(blob)]
-
-
-def _fragment(value: Any) -> Any:
-    if type(value) is bytes:  # an output's JSON
-        return _orjson.Fragment(value)
-    raise TypeError(type(value).__name__)
 
 
 def _fragment_text(value: Any) -> Any:
