@@ -1,8 +1,9 @@
 #!/usr/bin/env python
 """Where a turn's time goes: engine_overhead.py's workload under a sampling profiler.
 
-    .venv/bin/python bench/profile_turn.py [--peer hermes] [--mode sequential]
-                                           [--seconds 20] [--rate 1000] [--raw FILE]
+    .venv/bin/python bench/profile_turn.py [--peer hermes|hermes_nolog|hand|tool]
+                                           [--mode sequential|concurrent] [--seconds 20]
+                                           [--rate 1000] [--top 20] [--raw FILE]
 
 The peer (``hermes``, ``hermes_nolog``: hermes-fsm without its in-process session log,
 ``hand``: the hand-written loop) runs bench/engine_overhead.py's seven-state workload in a
@@ -45,7 +46,6 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 PEERS = ("hermes", "hermes_nolog", "hand", "tool")
 MODES = ("sequential", "concurrent")
 CONCURRENT = 1000
@@ -54,44 +54,46 @@ ROOTS = {"hermes": "_hermes_turn.<locals>.turn", "hermes_nolog": "_hermes_turn.<
 HANDLERS = ("h_intent", "h_planning", "h_execution", "h_result", "h_response",
             "h_memory_commit")
 
-# (part, function, text on the sample's line or None): the first rule naming a frame, from
-# the innermost frame outwards, takes the sample
-RULES: tuple[tuple[str, str, str | None], ...] = (
-    *(("handlers (the workload's)", name, None) for name in HANDLERS),
-    ("contract validation (the workload's)", "Orchestrator._run_state", "fast(raw"),
-    ("contract validation (the workload's)", "Orchestrator._validate", "validate_output("),
-    ("contract validation (the workload's)", "_hand_turn", "model_validate("),
-    ("session log: the outputs' JSON", "TurnContext.emit_output", "to_json(output)"),
-    ("session log: the outputs' JSON", "TurnContext.emit_output", "to_python(output"),
-    ("session log: the turn's JSON, kept", "Session.record", None),
-    ("transitions: guard, exit and entry events", "GraphMachine.fire", None),
-    ("transitions: guard, exit and entry events", "TurnContext.on_transition", None),
-    ("events: the turn's, the outputs', the tool calls'", "TurnContext.emit_output", None),
-    ("events: the turn's, the outputs', the tool calls'", "TurnContext.emit_started", None),
-    ("events: the turn's, the outputs', the tool calls'", "TurnContext.emit_finished", None),
-    ("events: the turn's, the outputs', the tool calls'", "TurnContext.emit", None),
-    ("events: the turn's, the outputs', the tool calls'", "ToolExecutor._run_one", "emit("),
-    ("accepting an output (turn.outputs, the validation context)", "TurnContext.accept", None),
-    ("a new turn (its context, its id)", "Orchestrator.new_turn", None),
-    ("finishing (the result, the history)", "Orchestrator._finish", None),
-    ("the input's token check", "ContextBuilder.check_input", None),
-    ("time limits (a handler that suspends)", "resume_within", None),
-    ("the state loop (handler calls, plan, checks)", "Orchestrator._run_state", None),
-    ("the state loop (handler calls, plan, checks)", "Orchestrator.drive_turn", None),
-    ("the state loop (handler calls, plan, checks)", "Orchestrator.run_turn", None),
-    ("the state loop (handler calls, plan, checks)", "Orchestrator.session", None),
-    ("the hand loop", "_hand_turn", None),
+# Each part of a turn and the frames that count in it: (function, text on the sample's
+# line or None). The first rule naming a frame, from the innermost frame outwards, takes
+# the sample; rules are tried in this order (a line's rule before its function's).
+PARTS: tuple[tuple[str, tuple[tuple[str, str | None], ...]], ...] = (
+    ("handlers (the workload's)", tuple((name, None) for name in HANDLERS)),
+    ("contract validation (the workload's)", (
+        ("Orchestrator._run_state", "fast(raw"), ("Orchestrator._validate", "validate_output("),
+        ("_hand_turn", "model_validate("))),
+    ("session log: the outputs' JSON", (
+        ("TurnContext.emit_output", "to_json(output)"),
+        ("TurnContext.emit_output", "to_python(output"))),
+    ("session log: the turn's JSON, kept", (("Session.record", None),)),
+    ("transitions: guard, exit and entry events", (
+        ("GraphMachine.fire", None), ("TurnContext.on_transition", None))),
+    ("events: the turn's, the outputs', the tool calls'", (
+        ("TurnContext.emit_output", None), ("TurnContext.emit_started", None),
+        ("TurnContext.emit_finished", None), ("TurnContext.emit", None),
+        ("ToolExecutor._run_one", "emit("))),
+    ("accepting an output (turn.outputs, the validation context)",
+     (("TurnContext.accept", None),)),
+    ("a new turn (its context, its id)", (("Orchestrator.new_turn", None),)),
+    ("finishing (the result, the history)", (("Orchestrator._finish", None),)),
+    ("the input's token check", (("ContextBuilder.check_input", None),)),
+    ("time limits (a handler that suspends)", (("resume_within", None),)),
+    ("the state loop (handler calls, plan, checks)", (
+        ("Orchestrator._run_state", None), ("Orchestrator.drive_turn", None),
+        ("Orchestrator.run_turn", None), ("Orchestrator.session", None))),
+    ("the hand loop", (("_hand_turn", None),)),
     # a tool call (--peer tool)
-    ("the tool itself", "lookup", None),
-    ("the arguments' check (the tool's schema)", "Tool.argument_problem", None),
-    ("the output's checks (JSON-able, depth, size)", "ToolExecutor._unstorable", None),
-    ("the output's checks (JSON-able, depth, size)", "Tool.output_problem", None),
-    ("the output's checks (JSON-able, depth, size)", "ToolExecutor._truncate", None),
-    ("the executor (lookup, permission, breaker, outcome)", "ToolExecutor._run_one", None),
-    ("the executor (lookup, permission, breaker, outcome)", "ToolExecutor._outcome", None),
-    ("the executor (lookup, permission, breaker, outcome)", "ToolExecutor._attempt", None),
-    ("the executor (lookup, permission, breaker, outcome)", "ToolExecutor.execute", None),
+    ("the tool itself", (("lookup", None),)),
+    ("the arguments' check (the tool's schema)", (("Tool.argument_problem", None),)),
+    ("the output's checks (JSON-able, depth, size)", (
+        ("ToolExecutor._unstorable", None), ("Tool.output_problem", None),
+        ("ToolExecutor._truncate", None))),
+    ("the executor (lookup, permission, breaker, outcome)", (
+        ("ToolExecutor._run_one", None), ("ToolExecutor._outcome", None),
+        ("ToolExecutor._attempt", None), ("ToolExecutor.execute", None))),
 )
+RULES: tuple[tuple[str, str, str | None], ...] = tuple(
+    (part, function, text) for part, frames in PARTS for function, text in frames)
 
 _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*):(?P<line>\d+)\)$")
 
