@@ -87,10 +87,23 @@ def test_a_profile_without_turn_samples_says_so() -> None:
     assert text == "no sample inside _hand_turn (of 5): was the profile too short?"
 
 
-def test_a_missing_py_spy_is_refused_with_how_to_install(tmp_path: Path) -> None:
+def test_a_py_spy_path_that_is_no_executable_is_refused(tmp_path: Path) -> None:
     proc = run("--py-spy", str(tmp_path / "py-spy"), "--seconds", "1")
     assert proc.returncode != 0
     assert "not an executable file" in proc.stderr
+
+
+def test_no_py_spy_anywhere_is_refused_with_how_to_install(tmp_path: Path) -> None:
+    # the base interpreter (not the venv's, which has py-spy beside it) and an empty PATH;
+    # the script needs only the standard library until it has found py-spy
+    python = Path(getattr(sys, "_base_executable", sys.executable))
+    if (python.parent / "py-spy").is_file():
+        pytest.skip(f"py-spy is installed beside {python}")
+    proc = subprocess.run([str(python), str(SCRIPT), "--seconds", "1"], capture_output=True,
+                          text=True, timeout=60, check=False,
+                          env={"PATH": str(tmp_path), "HOME": str(tmp_path)})
+    assert proc.returncode != 0
+    assert "py-spy is not installed: .venv/bin/pip install py-spy" in proc.stderr
 
 
 def test_wrong_arguments_are_refused() -> None:
