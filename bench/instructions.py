@@ -9,12 +9,26 @@ whatever else the machine does. Each peer runs bench/engine_overhead.py's seven-
 workload in a child process under ``valgrind --tool=callgrind``: once with one round of
 turns and once with three, so that the difference divided by two rounds' turns is what a
 turn costs, with the interpreter's start, the imports and the orchestrator's build taken
-out. Two modes:
+out. Two modes by default:
 
   * sequential  -- N turns one after another over 100 sessions (the turns/s column);
   * concurrent  -- 1,000 turns at once, one per new session, EXECUTION awaiting 10 ms
                    (the 1k x 10 ms column; CPU-bound, so its wall time is these
                    instructions).
+
+Two more, not run unless named, take the concurrent turn apart:
+
+  * at_once     -- the same 1,000 turns started at once, EXECUTION awaiting nothing: each
+                   runs to its end in its task's first step (one turn in flight at a
+                   time). concurrent − at_once is what a turn's suspension costs: its
+                   resumption, the sleep's timer, and the garbage collector passing over
+                   the objects of the turns in flight.
+  * no_gc       -- concurrent with the garbage collector off during the rounds
+                   (``gc.disable()``): concurrent − no_gc is the collector's share.
+
+Each child says on stderr how many turns of a probe of the mode (20 turns, before the
+rounds) were in flight at once, and how many collections ran
+(``tests/test_bench_instructions.py`` holds the modes to what they say).
 
 The peers ``default_off`` and ``default_on`` are engine_overhead's default turn instead
 (the rules brain, the demo tools, the default graph; sessions of 15 turns of its DIALOGUE,
@@ -39,6 +53,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import os
 import re
 import shutil
@@ -47,16 +62,20 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-MODES = ("sequential", "concurrent")
+MODES = ("sequential", "concurrent", "at_once", "no_gc")
+DEFAULT_MODES = ("sequential", "concurrent")
 PEERS = ("hermes", "hermes_nolog", "hand", "default_off", "default_on", "default_log",
          "default_long")
 LONG_HISTORY = 600
 """Turns the ``default_long`` peer's user has taken before the rounds."""
 DEFAULT_PEERS = ("hermes", "hermes_nolog", "hand")
 CONCURRENT = 1000
+PROBE = 20
+"""Turns of the probe that sees how many are in flight at once."""
 
 
 def child(peer: str, mode: str, rounds: int, turns: int) -> None:
@@ -65,7 +84,7 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
     sys.path.insert(0, str(HERE))
     import engine_overhead as eo
 
-    eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
+    eo.EXEC_SLEEP = 0.01 if mode in ("concurrent", "no_gc") else 0.0
     if peer == "default_long":
         orchestrator = eo._default_orchestrator(False)
 
@@ -104,7 +123,25 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
 
         print(f"hermes_fsm from {Path(hermes_fsm.__file__).parent.parent}", file=sys.stderr)
 
+    flight = [0, 0]  # turns in flight now, at most (in the probe)
+
+    async def probe(session: Any) -> None:
+        flight[0] += 1
+        flight[1] = max(flight)
+        try:
+            await turn(session)
+        finally:
+            flight[0] -= 1
+
     async def run() -> None:
+        # a probe of the mode (the same in every child, so it cancels out of the
+        # difference of the rounds): how many of its turns are in flight at once
+        probed = [make(f"p{i}") for i in range(PROBE)]
+        if mode == "sequential":
+            for session in probed:
+                await probe(session)
+        else:
+            await asyncio.gather(*(probe(s) for s in probed))
         if mode == "sequential":
             sessions = [make(f"s{i}") for i in range(100)]
             await turn(sessions[0])  # the session's first turn is not the one measured
@@ -116,7 +153,13 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
                 sessions = [make(f"r{r}c{i}") for i in range(CONCURRENT)]
                 await asyncio.gather(*(turn(s) for s in sessions))
 
+    collections = sum(generation["collections"] for generation in gc.get_stats())
+    if mode == "no_gc":
+        gc.disable()
     asyncio.run(run())
+    collections = sum(generation["collections"] for generation in gc.get_stats()) - collections
+    print(f"{mode}: at most {flight[1]} of {PROBE} turns in flight at once; "
+          f"{collections} collections", file=sys.stderr)
 
 
 def counted(peer: str, mode: str, rounds: int, turns: int, path: str | None) -> int:
@@ -156,7 +199,9 @@ def main() -> None:
     parser.add_argument("--peers", default=",".join(DEFAULT_PEERS),
                         help=f"comma-separated subset of {','.join(PEERS)} "
                              f"(default {','.join(DEFAULT_PEERS)})")
-    parser.add_argument("--modes", default=",".join(MODES), help="sequential,concurrent")
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES),
+                        help=f"comma-separated subset of {','.join(MODES)} "
+                             f"(default {','.join(DEFAULT_MODES)})")
     parser.add_argument("--compare", metavar="DIR",
                         help="another checkout: its hermes-fsm is counted too (before/after)")
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
