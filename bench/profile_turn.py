@@ -16,9 +16,15 @@ second. Sampling leaves the code as it is (cProfile's per-call hook costs more t
 of the functions it times here); py-spy pauses the child for each sample (its default:
 consistent stacks), so the turns per CPU-second printed under it are lower than
 engine_overhead.py's. What it cannot see is what runs in C: a pydantic validation or
-serialization counts on the Python line that called it. Shares move by a point or two from
-one run to the next; a syscall (``os.urandom`` for a turn's id) tends to be over-counted by
-a sampler that stops the process.
+serialization counts on the Python line that called it, and so does the garbage collector,
+on the line whose allocation set it off (in the concurrent mode a third of the turn once
+showed up on a loop header of ``GraphMachine.fire`` that way). So the child times the
+collector itself (``gc.callbacks``, CPU time from each collection's start to its stop) and
+the header says what share of the measured CPU time it took. (py-spy's ``--native`` would
+name it in the stacks, but its unwinding stops the child for so long here — four minutes
+for a 15-second profile, most of it the kernel's — that the shares no longer describe the
+turn.) Shares move by a point or two from one run to the next; a syscall (``os.urandom``
+for a turn's id) tends to be over-counted by a sampler that stops the process.
 
 Printed, over the samples taken inside the turn (warm-up and setup left out): the turn's
 time by engine part (each sample goes to the innermost frame that a part's rule names:
@@ -34,6 +40,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import gc
 import linecache
 import os
 import re
@@ -44,6 +51,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 PEERS = ("hermes", "hermes_nolog", "hand", "tool")
@@ -98,8 +106,42 @@ RULES: tuple[tuple[str, str, str | None], ...] = tuple(
 _FRAME = re.compile(r"^(?P<name>.*) \((?P<file>.*):(?P<line>\d+)\)$")
 
 
+class Collector:
+    """The garbage collector's CPU time and collections while :attr:`on`, timed by a
+    ``gc.callbacks`` entry (from each collection's start to its stop)."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.seconds = 0.0
+        self.collections = 0
+        self._started = 0.0
+        gc.callbacks.append(self._observe)
+
+    def _observe(self, phase: str, info: dict[str, int]) -> None:
+        if not self.on:
+            return
+        if phase == "start":
+            self._started = time.process_time()
+        else:
+            self.seconds += time.process_time() - self._started
+            self.collections += 1
+
+    def says(self, cpu: float) -> str:
+        """What the collector took of ``cpu`` seconds, for the child's last line."""
+        share = 100 * self.seconds / cpu if cpu > 0 else 0.0
+        return (f"the garbage collector {share:.1f} % of that CPU time "
+                f"({self.collections} collections)")
+
+
 def child(peer: str, mode: str, seconds: float) -> None:
-    """Run ``peer``'s turns for ``seconds`` (in the process py-spy samples)."""
+    """Run ``peer``'s turns for ``seconds`` (in the process py-spy samples).
+
+    The concurrent mode runs as engine_overhead.py's 1k × 10 ms scenario does: each round
+    on a new orchestrator (the hand loop: new sessions), its 1,000 sessions made and the
+    collector run before the round; only the rounds' CPU time counts. (On one orchestrator
+    the sessions of every round stay in its cache, and the collector's full passes over
+    them grow round by round: a profile of a growing heap, not of the turn.)
+    """
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
     sys.path.insert(0, str(HERE))
     import engine_overhead as eo
@@ -107,38 +149,49 @@ def child(peer: str, mode: str, seconds: float) -> None:
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     eo.EXEC_SLEEP = 0.01 if mode == "concurrent" else 0.0
+    collector = Collector()
     if peer == "tool":
-        _tool_calls(seconds)
+        _tool_calls(seconds, collector)
         return
-    if peer == "hand":
-        turn, make = eo._hand_turn, eo.Session
-    else:
+
+    def fresh() -> tuple[Any, Any]:
+        """The peer's turn function and how it makes a session, on a new orchestrator."""
+        if peer == "hand":
+            return eo._hand_turn, eo.Session
         orchestrator = eo._hermes_orchestrator(**({"event_log": False}
                                                   if peer == "hermes_nolog" else {}))
-        turn, make = eo._hermes_turn(orchestrator), (lambda sid: sid)
+        return eo._hermes_turn(orchestrator), (
+            lambda sid: orchestrator.session(sid).session_id)
 
     async def run() -> tuple[int, float]:
+        turn, make = fresh()
         sessions = [make(f"s{i}") for i in range(100)]
         for i in range(200):  # warm-up: caches, schemas, first turns of each session
             await turn(sessions[i % 100])
-        turns, started, cpu = 0, time.perf_counter(), time.process_time()
+        turns, cpu, started = 0, 0.0, time.perf_counter()
         while time.perf_counter() - started < seconds:
             if mode == "sequential":
+                begun, collector.on = time.process_time(), True
                 for i in range(1000):
                     await turn(sessions[i % 100])
                 turns += 1000
             else:
-                batch = [make(f"r{turns}c{i}") for i in range(CONCURRENT)]
+                turn, make = fresh()
+                batch = [make(f"c{i}") for i in range(CONCURRENT)]
+                gc.collect()
+                begun, collector.on = time.process_time(), True
                 await asyncio.gather(*(turn(s) for s in batch))
                 turns += CONCURRENT
-        return turns, time.process_time() - cpu
+            cpu += time.process_time() - begun
+            collector.on = False
+        return turns, cpu
 
     turns, cpu = asyncio.run(run())
-    print(f"{turns} turns, {turns / cpu:,.0f} turns per CPU-second under the profiler",
-          file=sys.stderr)
+    print(f"{turns} turns, {turns / cpu:,.0f} turns per CPU-second under the profiler; "
+          f"{collector.says(cpu)}", file=sys.stderr)
 
 
-def _tool_calls(seconds: float) -> None:
+def _tool_calls(seconds: float, collector: Collector) -> None:
     """bench/tool_overhead.py's ``executor+events`` row, for ``seconds``."""
     sys.path.insert(0, str(HERE))  # engine_overhead took this folder off the path
     import tool_overhead as to
@@ -154,6 +207,7 @@ def _tool_calls(seconds: float) -> None:
 
     async def run() -> tuple[int, float]:
         done, started, cpu = 0, time.perf_counter(), time.process_time()
+        collector.on = True
         while done < 2000 or time.perf_counter() - started < seconds:
             for emit in turns.emitters(2000):  # a new turn's context every 20 calls
                 await executor.execute(calls, emit, "alice")
@@ -161,8 +215,8 @@ def _tool_calls(seconds: float) -> None:
         return done, time.process_time() - cpu
 
     done, cpu = asyncio.run(run())
-    print(f"{done} calls, {done / cpu:,.0f} calls per CPU-second under the profiler",
-          file=sys.stderr)
+    print(f"{done} calls, {done / cpu:,.0f} calls per CPU-second under the profiler; "
+          f"{collector.says(cpu)}", file=sys.stderr)
 
 
 def read_raw(lines: Iterable[str]) -> list[tuple[list[tuple[str, str, int]], int]]:

@@ -7,8 +7,10 @@ engine's functions or engine_overhead.py's helpers change.
 
 from __future__ import annotations
 
+import gc
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -47,7 +49,33 @@ def line_of(path: Path, text: str) -> int:
 def test_each_child_runs_its_turns(peer: str, mode: str) -> None:
     proc = run("--child", peer, mode, "0.05")
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "per CPU-second under the profiler" in proc.stderr
+    said = re.search(r"per CPU-second under the profiler; the garbage collector "
+                     r"(\d+\.\d) % of that CPU time \((\d+) collections\)", proc.stderr)
+    assert said is not None, proc.stderr[-2000:]
+    assert 0 <= float(said.group(1)) < 100
+    if mode == "concurrent":  # 1,000 turns in flight: their objects outlive young passes
+        assert int(said.group(2)) > 0
+
+
+def test_the_collector_is_timed_only_while_on() -> None:
+    profile = load()
+    collector = profile.Collector()
+    try:
+        gc.collect()
+        assert collector.collections == 0 and collector.seconds == 0.0
+        kept = [[i] for i in range(200_000)]  # something for a full pass to walk
+        collector.on = True
+        gc.collect()
+        gc.collect()
+        assert collector.collections == 2 and collector.seconds > 0
+        assert collector.says(collector.seconds * 4) == (
+            "the garbage collector 25.0 % of that CPU time (2 collections)")
+        collector.on = False
+        gc.collect()
+        assert collector.collections == 2
+        del kept
+    finally:
+        gc.callbacks.remove(collector._observe)
 
 
 def test_samples_go_to_the_innermost_part_a_rule_names() -> None:
