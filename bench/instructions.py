@@ -134,21 +134,19 @@ def child(peer: str, mode: str, rounds: int, turns: int) -> None:
             flight[0] -= 1
 
     async def run() -> None:
-        # a probe of the mode (the same in every child, so it cancels out of the
+        # first a probe of the mode (the same in every child, so it cancels out of the
         # difference of the rounds): how many of its turns are in flight at once
         probed = [make(f"p{i}") for i in range(PROBE)]
         if mode == "sequential":
             for session in probed:
                 await probe(session)
-        else:
-            await asyncio.gather(*(probe(s) for s in probed))
-        if mode == "sequential":
             sessions = [make(f"s{i}") for i in range(100)]
             await turn(sessions[0])  # the session's first turn is not the one measured
             for _ in range(rounds):
                 for i in range(turns):
                     await turn(sessions[i % 100])
         else:
+            await asyncio.gather(*(probe(s) for s in probed))
             for r in range(rounds):
                 sessions = [make(f"r{r}c{i}") for i in range(CONCURRENT)]
                 await asyncio.gather(*(turn(s) for s in sessions))
