@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -142,8 +143,13 @@ def test_every_turn_against_the_model_ends_in_idle(turns: list[Any]) -> None:
         assert result.events[-1].kind == "turn_finished"
         assert result.status in ("completed", "degraded", "partial", "awaiting_approval")
         if result.status == "awaiting_approval":  # the model planned a tool that needs
-            # the user's approval (SmolLM2 did in one CI run: send_email): asked, not run
-            assert result.path == ["IDLE", "INTENT", "PLANNING", "APPROVAL", "IDLE"]
+            # the user's approval (SmolLM2 did in one CI run: send_email): asked, not run;
+            # a state the model broke the contract of is entered again, once per retry
+            # (another CI run: PLANNING three times, then APPROVAL)
+            retried = Counter(e.state for e in result.events if e.kind == "retry")
+            expected = [s for state in ("IDLE", "INTENT", "PLANNING", "APPROVAL")
+                        for s in [state] * (1 + retried[state])]
+            assert result.path == [*expected, "IDLE"]
             assert "approval" in result.answer.lower()
 
 
